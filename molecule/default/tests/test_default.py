@@ -1,0 +1,205 @@
+"""Verify the default scenario: the converged host, then drills that drive deploy.yml again.
+
+Tests run in file order: the static checks first, then the no-op deploy, a hicache change, a
+refused input, and a crash during load (which ends by restoring the good configuration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from typing import Any
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
+
+UNIT = "sglang-kimi.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+ENV_PATH = "/etc/sglang/kimi.env"
+SERVED_NAME = "kimi k2.5 (molecule) 100% $HOME"
+QUOTING_PROBE = 'x $HOME 100% "quoted" `tick` back\\slash'
+SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": 1, "SGLANG_SIM_LOAD_SECONDS": 6,
+               "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
+               "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
+
+
+def deploy(*extra: str) -> tuple[int, str, float]:
+    """Run the real deploy.yml through the CLI against this scenario's inventory."""
+    # JSON results: messages stay on one line, so the tests can read them.
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    argv = ["ansible-playbook", "deploy.yml", "-i", os.path.dirname(INVENTORY), *extra]
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s")
+    return proc.returncode, proc.stdout + proc.stderr, seconds
+
+
+def recap(output: str) -> dict[str, int]:
+    match = re.search(r"sglang-molecule-default\s*:\s*(.*)", output.rsplit("PLAY RECAP", maxsplit=1)[-1])
+    assert match, output[-2000:]
+    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def show(host: Any, *props: str) -> dict[str, str]:
+    out = host.check_output(f"systemctl show {UNIT} " + " ".join(f"--property={p}" for p in props))
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def starts(host: Any) -> int:
+    """How many times systemd has started the unit (journal lines, one per start)."""
+    out = host.run(f"journalctl -u {UNIT} --no-pager -o cat | grep -c '^Started {UNIT}' || true").stdout
+    return int(out.strip() or 0)
+
+
+def healthy(host: Any) -> bool:
+    code = host.run("curl -s -o /dev/null -w '%{http_code}' --max-time 30 http://127.0.0.1:30000/health_generate")
+    return code.stdout.strip() == "200"
+
+
+def files_digest(host: Any) -> str:
+    return host.check_output(f"sha256sum {UNIT_PATH} {ENV_PATH}")
+
+
+# --- the converged host -------------------------------------------------------------------
+
+def test_unit_file(host: Any) -> None:
+    unit = host.file(UNIT_PATH)
+    assert unit.user == "root" and unit.mode == 0o644
+    text = unit.content_string
+    for line in ("User=sglang", "KillMode=mixed", "Restart=on-failure", "LimitMEMLOCK=infinity",
+                 "LimitNOFILE=1048576", "StartLimitBurst=3", "TimeoutStartSec=120", "TimeoutStopSec=120",
+                 "EnvironmentFile=/etc/sglang/kimi.env",
+                 "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server"):
+        assert line in text, line
+    for flag in ("--enable-hierarchical-cache", "--hicache-ratio 2.0", "--hicache-write-policy write_through",
+                 "--hicache-io-backend kernel", "--speculative-algorithm EAGLE3", "--tp-size 8",
+                 "--mem-fraction-static 0.85", "--enable-metrics", "--trust-remote-code"):
+        assert flag in text, flag
+    assert text.startswith("#") and "Ansible managed" in text
+
+
+def test_systemd_accepts_the_unit(host: Any) -> None:
+    result = host.run(f"systemd-analyze verify {UNIT_PATH}")
+    assert result.rc == 0, result.stderr
+    assert show(host, "LimitMEMLOCK")["LimitMEMLOCK"] == "infinity"
+
+
+def test_environment_file(host: Any) -> None:
+    env = host.file(ENV_PATH)
+    assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
+    assert 'NCCL_IB_DISABLE="1"' in env.content_string
+
+
+def test_running_as_sglang_with_one_process_per_rank(host: Any) -> None:
+    state = show(host, "ActiveState", "SubState", "MainPID", "NRestarts")
+    assert (state["ActiveState"], state["SubState"], state["NRestarts"]) == ("active", "running", "0")
+    main = host.process.get(pid=int(state["MainPID"]))
+    assert main.user == "sglang"
+    cgroup = host.check_output(f"systemctl show {UNIT} --property=ControlGroup --value")
+    pids = host.check_output(f"cat /sys/fs/cgroup/systemd{cgroup}/cgroup.procs").split()
+    names = sorted(host.file(f"/proc/{pid}/comm").content_string.strip() for pid in pids)
+    assert names.count("sglang::schedul") == 8, names  # sglang::scheduler_TP0..7, comm is 15 chars
+
+
+def test_quoting_reaches_the_process_byte_for_byte(host: Any) -> None:
+    pid = show(host, "MainPID")["MainPID"]
+    argv = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+    assert argv[argv.index("--served-model-name") + 1] == SERVED_NAME
+    environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+    assert f"SGLANG_DEPLOY_QUOTING_PROBE={QUOTING_PROBE}" in environ
+
+
+def test_health_is_a_real_generation(host: Any) -> None:
+    assert healthy(host)
+    body = host.check_output(
+        "curl -s --max-time 30 http://127.0.0.1:30000/generate -H 'Content-Type: application/json' "
+        "-d '{\"text\": \"Hello\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
+    assert json.loads(body)["meta_info"]["completion_tokens"] == 4
+
+
+def test_idempotence_step_restarted_nothing(host: Any) -> None:
+    converged = host.file("/root/converged-invocation").content_string.strip()
+    assert show(host, "InvocationID")["InvocationID"] == converged
+    assert starts(host) == 1
+
+
+# --- drills through the CLI ------------------------------------------------------------------
+
+def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
+    before = show(host, "InvocationID", "MainPID", "NRestarts")
+    rc, out, seconds = deploy("-e", "hicache_ratio=2.0")
+    assert rc == 0, out[-3000:]
+    assert recap(out)["changed"] == 0, out[-3000:]
+    after = show(host, "InvocationID", "MainPID", "NRestarts")
+    assert after == before
+    print(f"MEASURED no-op deploy wall time: {seconds:.1f} s; systemctl show before={before} after={after}")
+
+
+def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:
+    digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
+    rc, out, _ = deploy("--check", "--diff", "-e", "hicache_ratio=4.0")
+    assert rc == 0, out[-3000:]
+    assert "-    --hicache-ratio 2.0 \\" in out and "+    --hicache-ratio 4.0 \\" in out, out[-3000:]
+    assert files_digest(host) == digest
+    assert show(host, "InvocationID", "MainPID") == before
+
+
+def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
+    before, started_before = show(host, "InvocationID"), starts(host)
+    rc, out, seconds = deploy("-e", "hicache_ratio=3.0")
+    assert rc == 0, out[-3000:]
+    assert "--hicache-ratio 3.0" in host.file(UNIT_PATH).content_string
+    assert show(host, "InvocationID") != before
+    assert starts(host) == started_before + 1
+    assert show(host, "NRestarts")["NRestarts"] == "0"
+    assert healthy(host)
+    progress = re.findall(r"\[sglang-molecule-default\] sglang-kimi.service: loading weights (\d+)%", out)
+    assert progress, "no load progress was shown while waiting:\n" + out[-3000:]
+    ready = re.search(r"ready after ([\d.]+) s.*?fired up\\\" log line came ([\d.]+) s before", out)
+    assert ready, out[-3000:]
+    print(f"MEASURED change deploy wall time {seconds:.1f} s; progress lines seen {progress}; "
+          f"wait {ready.group(1)} s; 'fired up' line -> readiness module returned: {ready.group(2)} s")
+
+
+@pytest.mark.parametrize(("extra", "variable"), [
+    (["-e", "hicache_ratio=1.0"], "hicache_ratio"),
+    (["-e", "hicache_ratio=lots"], "hicache_ratio"),
+    (["-e", "hicache_write_policy=write_sometimes"], "hicache_write_policy"),
+    (["-e", "hicache_io_backend=dma"], "hicache_io_backend"),
+    (["-e", '{"sglang_speculative_draft_model_path": null}'], "sglang_speculative_draft_model_path"),
+])
+def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str], variable: str) -> None:
+    digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
+    rc, out, _ = deploy(*extra)
+    assert rc != 0
+    assert f"{variable}" in out and "allowed" in out and "nothing was changed" in out, out[-3000:]
+    assert files_digest(host) == digest
+    assert show(host, "InvocationID", "MainPID") == before
+
+
+def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
+    crash_env = json.dumps({"sglang_env": dict(SANDBOX_ENV, SGLANG_SIM_FAULT="crash_at=40")})
+    rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", crash_env)
+    assert rc != 0
+    assert "crashed during start" in out, out[-3000:]
+    assert "--- journal of the invocation ---" in out and "CUDA error" in out, out[-3000:]
+    # From the crash (systemd's log line) to the end of the play.
+    crashed_at = float(host.check_output(
+        f"journalctl -u {UNIT} -o json --no-pager | grep -m1 'Main process exited, code=exited' "
+        "| python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read())[\"__REALTIME_TIMESTAMP\"]) / 1e6)'"))
+    lag = time.time() - crashed_at
+    print(f"MEASURED crash during load -> play failed: at most {lag:.1f} s (whole run {seconds:.1f} s)")
+    assert lag < 30
+
+    rc, out, _ = deploy("-e", "hicache_ratio=3.0")
+    assert rc == 0, out[-3000:]
+    assert healthy(host)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Install and start everything sglang-deploy's demo and tests need, on a bare Debian 12 machine as
+# root: Debian packages (Docker engine, debootstrap), a running dockerd, the pinned Python toolchain
+# in .venv, the pinned Ansible collections in .cache/collections, the systemd image, and the
+# wheelhouse with the SGLang simulator. Every step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+mkdir -p .cache
+log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+need_pkgs=()
+command -v dockerd >/dev/null || need_pkgs+=(docker.io)
+command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "apt-get install ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd (log: .cache/dockerd.log)"
+  nohup dockerd >"$ROOT/.cache/dockerd.log" 2>&1 &
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { tail -20 .cache/dockerd.log >&2; exit 1; }
+fi
+
+stamp=".venv/.requirements-$(sha256sum requirements.txt | cut -c1-16)"
+if [ ! -e "$stamp" ]; then
+  log "python toolchain -> .venv (requirements.txt)"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  touch "$stamp"
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+
+if ! ansible-galaxy collection install -r requirements.yml -p .cache/collections >.cache/galaxy.log 2>&1; then
+  log "Galaxy unreachable: collections from the ansible 12.3.0 wheel on PyPI"
+  .venv/bin/pip download -q --no-deps -d .cache/wheels ansible==12.3.0
+  .venv/bin/python - <<'PY'
+import glob, zipfile, yaml
+wanted = [c["name"].replace(".", "/") for c in yaml.safe_load(open("requirements.yml"))["collections"]]
+wheel = zipfile.ZipFile(sorted(glob.glob(".cache/wheels/ansible-12.3.0-*.whl"))[-1])
+prefixes = tuple(f"ansible_collections/{w}/" for w in wanted)
+wheel.extractall(".cache/collections", [n for n in wheel.namelist() if n.startswith(prefixes)])
+PY
+  # Now present at the pinned versions: this must say "Nothing to do" without touching the network.
+  ansible-galaxy collection install -r requirements.yml -p .cache/collections >.cache/galaxy.log 2>&1 \
+    || { cat .cache/galaxy.log >&2; exit 1; }
+fi
+
+log "systemd image"
+bash scripts/build-image.sh
+
+log "wheelhouse (SGLang simulator)"
+python3 molecule/resources/simulator/build_wheel.py --version "$(sed -n 's/^sglang_version: "\(.*\)"/\1/p' roles/sglang/defaults/main.yml)" --out .cache/wheelhouse
