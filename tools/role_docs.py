@@ -39,7 +39,8 @@ def role_table(role: Path) -> str:
     lines = [f"### Role `{role.name}`", "", _cell(spec.get("short_description", "")) + ".", "",
              "| variable | type | default | meaning |", "|---|---|---|---|"]
     for name, option in spec["options"].items():
-        lines.append(f"| `{name}` | {option.get('type', 'str')} | {_default(option)} | {_cell(option['description'])} |")
+        kind, meaning = option.get("type", "str"), _cell(option["description"])
+        lines.append(f"| `{name}` | {kind} | {_default(option)} | {meaning} |")
     return "\n".join(lines)
 
 

@@ -1,0 +1,44 @@
+"""SGLang simulator: the test double behind ``python -m sglang.launch_server``.
+
+It behaves like the real server at the process, HTTP and log level (argument parsing from the
+pinned version's flag catalog, a slow "load" with the port closed, one named child process per
+TP rank, 503 until warm-up, graceful SIGTERM drain, multi-node rendezvous, hicache host-memory
+check), without GPUs, torch or any third-party package. Only the standard library is used.
+
+Tuning and fault injection come from the environment:
+
+==============================  ========  ==================================================
+variable                        default   meaning
+==============================  ========  ==================================================
+SGLANG_SIM_LOAD_SECONDS         6         total simulated startup (weights, KV, CUDA graphs);
+                                          the HTTP port stays closed during it
+SGLANG_SIM_WARMUP_SECONDS       1         warm-up after the port opens; /health is 503 until
+                                          it ends and "fired up and ready to roll" is logged
+SGLANG_SIM_TOKEN_SECONDS        0.005     time per generated token (a request takes
+                                          max_new_tokens x this)
+SGLANG_SIM_DRAIN_LOG_SECONDS    5         interval of "Gracefully exiting... Remaining
+                                          number of requests N" while draining after SIGTERM
+SGLANG_SIM_GPU_MEM_GIB          95.6      simulated memory of each GPU (GiB)
+SGLANG_SIM_WEIGHT_GIB_PER_GPU   68        simulated weights per GPU (GiB); device KV tokens =
+                                          (gpu x mem_fraction_static - weights) / bytes per token
+SGLANG_SIM_MEM_AVAILABLE_GB     (unset)   host memory available for the hicache check (GB,
+                                          1e9); unset = MemAvailable from /proc/meminfo
+SGLANG_SIM_DIST_TIMEOUT         60        multi-node: seconds a peer retries to reach rank 0,
+                                          and rank 0 waits for its peers
+SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>,
+                                          hang_at=<pct>, fail_warmup, crash_after_ready=<s>,
+                                          slow_drain=<s>, exit_code=<n> (default 1)
+SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
+                                          its 1-token generation before answering 503
+SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at once,
+                                          without draining
+==============================  ========  ==================================================
+
+``--config file.yaml`` is merged under the command line like SGLang does, for the YAML subset a
+deployment writes (top-level scalars and lists; see ``configfile``).
+
+``crash_at`` and ``hang_at`` act during the "Multi-thread loading shards" bar, at the
+first update whose percentage reaches the value. ``crash_after_ready`` counts from "The server is
+fired up and ready to roll!". ``slow_drain`` adds its seconds once to every request that is in
+flight after SIGTERM arrived.
+"""

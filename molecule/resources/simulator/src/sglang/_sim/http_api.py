@@ -1,0 +1,452 @@
+"""The HTTP API of the simulated server (stdlib ThreadingHTTPServer, HTTP/1.1, JSON).
+
+Routes, status codes and bodies follow SGLang's FastAPI app: /health and /health_generate run a
+1-token generation and answer 503 before warm-up ends and while draining, /ping always answers
+200, the OpenAI routes answer OpenAI-shaped JSON (or SSE with "stream": true).
+"""
+
+from __future__ import annotations
+
+import http
+import http.client
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sglang._sim import logs, metrics
+from sglang._sim import messages as msg
+from sglang._sim.engine import Engine, Generation, estimate_tokens
+from sglang._sim.model import ModelInfo
+from sglang._sim.settings import Settings
+
+Writer = Callable[[bytes], None]
+Stream = Callable[[Writer], None]
+AUTH_EXEMPT = ("/health", "/health_generate", "/ping", "/metrics")
+GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
+
+
+class BadRequest(Exception):
+    """The request body is unusable (400)."""
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    stream: Stream | None = None
+
+
+def json_response(status: int, payload: Any) -> Response:
+    return Response(status, json.dumps(payload).encode())
+
+
+def empty(status: int) -> Response:
+    return Response(status, b"", "text/plain; charset=utf-8")
+
+
+def not_found() -> Response:
+    return json_response(404, {"detail": "Not Found"})
+
+
+def openai_error(message: str, status: int = 400) -> Response:
+    return json_response(status, {"object": "error", "message": message,
+                                  "type": "BadRequestError", "param": None, "code": status})
+
+
+def sse(payload: Any) -> bytes:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    return (f"data: {text}\n\n").encode()
+
+
+@dataclass
+class State:
+    """What the routes read: the parsed server args and the live server state."""
+    args: dict[str, Any]
+    model: ModelInfo
+    settings: Settings
+    engine: Engine
+    version: str
+    ready_route: bool
+    host_pool_tokens: int | None = None
+    internal: dict[str, Any] = field(default_factory=dict)
+    ready: threading.Event = field(default_factory=threading.Event)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def served_name(self) -> str:
+        return str(self.args.get("served_model_name") or self.args.get("model_path"))
+
+
+def _int_field(body: dict[str, Any], key: str, default: int | None) -> int | None:
+    value = body.get(key, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _prompt_tokens(value: Any) -> int:
+    if isinstance(value, str):
+        return estimate_tokens(value)
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return len(value)
+    raise BadRequest("prompt must be a string or a list of token ids")
+
+
+class Api:
+    """The route table of the main server (node 0)."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.get_routes: dict[str, Callable[[], Response]] = {
+            "/health": self.health, "/health_generate": self.health, "/ping": self.ping,
+            "/model_info": self.model_info, "/get_model_info": self.model_info,
+            "/server_info": self.server_info, "/get_server_info": self.server_info,
+            "/v1/models": self.models,
+        }
+        if state.ready_route:
+            self.get_routes["/ready"] = self.health
+        if state.args.get("enable_metrics"):
+            self.get_routes["/metrics"] = self.metrics
+        self.post_routes: dict[str, Callable[[dict[str, Any]], Response]] = {
+            "/generate": self.generate, "/v1/completions": self.completions,
+            "/v1/chat/completions": self.chat,
+        }
+
+    # ---- dispatch ---------------------------------------------------------------------
+    def authorized(self, path: str, headers: Any) -> bool:
+        key = self.state.args.get("api_key")
+        if not key or path in AUTH_EXEMPT:
+            return True
+        return headers.get("Authorization") == f"Bearer {key}"
+
+    def dispatch(self, method: str, path: str, headers: Any, body: bytes) -> Response:
+        if not self.authorized(path, headers):
+            return json_response(401, {"error": "Unauthorized"})
+        if method in ("GET", "HEAD") and path in self.get_routes:
+            return self.get_routes[path]()
+        if method in ("POST", "PUT") and path in self.post_routes:
+            if method == "PUT" and path != "/generate":
+                return json_response(405, {"detail": "Method Not Allowed"})
+            return self._post(path, body)
+        if path in self.get_routes or path in self.post_routes:
+            return json_response(405, {"detail": "Method Not Allowed"})
+        return not_found()
+
+    def _post(self, path: str, body: bytes) -> Response:
+        try:
+            payload = json.loads(body.decode("utf-8") or "null")
+            if not isinstance(payload, dict):
+                raise BadRequest("the request body must be a JSON object")
+            return self.post_routes[path](payload)
+        except (BadRequest, ValueError) as error:
+            if path == "/generate":
+                return json_response(400, {"error": {"message": str(error)}})
+            return openai_error(str(error))
+
+    # ---- GET routes -------------------------------------------------------------------
+    def health(self) -> Response:
+        state = self.state
+        if not state.ready.is_set() or state.engine.draining.is_set():
+            return empty(503)
+        ok = state.engine.health_generate(state.settings.health_timeout)
+        ok = ok and not state.engine.draining.is_set()
+        return empty(200 if ok else 503)
+
+    def ping(self) -> Response:
+        return empty(200)
+
+    def model_info(self) -> Response:
+        args = self.state.args
+        return json_response(200, {
+            "model_path": args.get("model_path"), "tokenizer_path": args.get("tokenizer_path"),
+            "served_model_name": self.state.served_name, "is_generation": True,
+            "preferred_sampling_params": None, "weight_version": "default",
+            "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": self.state.model.model_type,
+            "architectures": [self.state.model.architecture],
+        })
+
+    def server_info(self) -> Response:
+        state = self.state
+        info = dict(state.args)
+        internal = dict(state.internal, last_gen_throughput=state.engine.throughput())
+        info.update(version=state.version, internal_states=[internal],
+                    max_total_num_tokens=state.engine.max_total_tokens,
+                    max_req_input_len=int(state.args["context_length"]) - 1)
+        return json_response(200, info)
+
+    def models(self) -> Response:
+        name = self.state.served_name
+        return json_response(200, {"object": "list", "data": [{
+            "id": name, "object": "model", "created": int(self.state.created),
+            "owned_by": "sglang", "root": name, "parent": None,
+            "max_model_len": int(self.state.args["context_length"]),
+        }]})
+
+    def metrics(self) -> Response:
+        text = metrics.render(self.state.engine, self.state.served_name,
+                              self.state.host_pool_tokens, self.state.created)
+        return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    # ---- generation -------------------------------------------------------------------
+    def _check_length(self, prompt_tokens: int) -> None:
+        context = int(self.state.args["context_length"])
+        if prompt_tokens >= context:
+            raise BadRequest(
+                f"The input ({prompt_tokens} tokens) is longer than the model's context length ({context} tokens)."
+            )
+
+    def _run(self, prompt_tokens: int, max_new: int,
+             on_token: Callable[[Generation, str], None] | None = None) -> Generation:
+        self._check_length(prompt_tokens)
+        rid = uuid.uuid4().hex
+        engine = self.state.engine
+        stats = engine.stats
+        usage = stats.used_tokens / engine.max_total_tokens
+        logs.log(msg.PREFILL.format(tokens=prompt_tokens, usage=usage, running=stats.running, queued=stats.queued), 0)
+        return engine.generate(rid, prompt_tokens, max_new, on_token)
+
+    @staticmethod
+    def _meta(gen: Generation) -> dict[str, Any]:
+        return {"id": gen.rid, "finish_reason": {"type": "length", "length": gen.max_new_tokens},
+                "prompt_tokens": gen.prompt_tokens, "weight_version": "default",
+                "total_retractions": 0, "completion_tokens": gen.completion_tokens,
+                "cached_tokens": 0, "e2e_latency": round(gen.latency, 6)}
+
+    def generate(self, body: dict[str, Any]) -> Response:
+        params = body.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            raise BadRequest("sampling_params must be an object")
+        max_new = _int_field(params, "max_new_tokens", 128) or 0
+        if body.get("text") is not None:
+            texts = body["text"]
+            batch = isinstance(texts, list)
+            items = texts if batch else [texts]
+            if not items or not all(isinstance(t, str) for t in items):
+                raise BadRequest("text must be a string or a list of strings")
+            prompts = [estimate_tokens(t) for t in items]
+        elif body.get("input_ids") is not None:
+            ids = body["input_ids"]
+            batch = bool(ids) and isinstance(ids, list) and isinstance(ids[0], list)
+            items = ids if batch else [ids]
+            prompts = [_prompt_tokens(i) for i in items]
+        else:
+            raise BadRequest("Either text or input_ids should be provided.")
+        if body.get("stream"):
+            return Response(200, content_type="text/event-stream",
+                            stream=lambda write: self._stream_generate(prompts[0], max_new, write))
+        results = [{"text": gen.text, "meta_info": self._meta(gen)}
+                   for gen in (self._run(p, max_new) for p in prompts)]
+        return json_response(200, results if batch else results[0])
+
+    def _stream_generate(self, prompt: int, max_new: int, write: Writer) -> None:
+        def on_token(gen: Generation, _piece: str) -> None:
+            write(sse({"text": gen.text, "meta_info": self._meta(gen)}))
+
+        self._run(prompt, max_new, on_token)
+        write(sse("[DONE]"))
+
+    @staticmethod
+    def _usage(gen: Generation) -> dict[str, Any]:
+        return {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+                "total_tokens": gen.prompt_tokens + gen.completion_tokens,
+                "prompt_tokens_details": None}
+
+    def completions(self, body: dict[str, Any]) -> Response:
+        if "prompt" not in body:
+            raise BadRequest("Field required: prompt")
+        prompts = body["prompt"]
+        items = prompts if isinstance(prompts, list) and prompts and isinstance(
+            prompts[0], (str, list)) else [prompts]
+        tokens = [_prompt_tokens(p) for p in items]
+        max_new = _int_field(body, "max_tokens", 16) or 0
+        base = {"id": "cmpl-" + uuid.uuid4().hex, "created": int(time.time()),
+                "model": self.state.served_name}
+        if body.get("stream"):
+            return Response(200, content_type="text/event-stream",
+                            stream=lambda write: self._stream_completion(tokens[0], max_new,
+                                                                         base, write))
+        choices, usage = [], {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        for index, count in enumerate(tokens):
+            gen = self._run(count, max_new)
+            choices.append({"index": index, "text": gen.text, "logprobs": None,
+                            "finish_reason": "length", "matched_stop": None})
+            for key, value in self._usage(gen).items():
+                if value is not None:
+                    usage[key] += value
+        usage["prompt_tokens_details"] = None
+        return json_response(200, dict(base, object="text_completion", choices=choices,
+                                       usage=usage))
+
+    def _stream_completion(self, prompt: int, max_new: int, base: dict[str, Any],
+                           write: Writer) -> None:
+        def on_token(_gen: Generation, piece: str) -> None:
+            write(sse(dict(base, object="text_completion", choices=[{
+                "index": 0, "text": piece, "logprobs": None, "finish_reason": None,
+                "matched_stop": None}])))
+
+        gen = self._run(prompt, max_new, on_token)
+        write(sse(dict(base, object="text_completion", choices=[{
+            "index": 0, "text": "", "logprobs": None, "finish_reason": "length",
+            "matched_stop": None}], usage=self._usage(gen))))
+        write(sse("[DONE]"))
+
+    def chat(self, body: dict[str, Any]) -> Response:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and "role" in m for m in messages):
+            raise BadRequest("messages must be a non-empty list of {role, content} objects")
+        prompt = 8 + sum(estimate_tokens(json.dumps(m.get("content", ""))) for m in messages)
+        limit = _int_field(body, "max_completion_tokens", None)
+        limit = _int_field(body, "max_tokens", limit)
+        max_new, finish = (16, "stop") if limit is None else (limit, "length")
+        base = {"id": uuid.uuid4().hex, "created": int(time.time()),
+                "model": self.state.served_name}
+        if body.get("stream"):
+            return Response(200, content_type="text/event-stream",
+                            stream=lambda write: self._stream_chat(prompt, max_new, finish,
+                                                                   base, write))
+        gen = self._run(prompt, max_new)
+        return json_response(200, dict(base, object="chat.completion", choices=[{
+            "index": 0, "message": {"role": "assistant", "content": gen.text,
+                                    "reasoning_content": None, "tool_calls": None},
+            "logprobs": None, "finish_reason": finish, "matched_stop": None}],
+            usage=self._usage(gen)))
+
+    def _stream_chat(self, prompt: int, max_new: int, finish: str, base: dict[str, Any],
+                     write: Writer) -> None:
+        def chunk(delta: dict[str, Any], reason: str | None) -> bytes:
+            return sse(dict(base, object="chat.completion.chunk", choices=[{
+                "index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
+                "matched_stop": None}]))
+
+        write(chunk({"role": "assistant", "content": ""}, None))
+        self._run(prompt, max_new, lambda _gen, piece: write(chunk({"content": piece}, None)))
+        write(chunk({}, finish))
+        write(sse("[DONE]"))
+
+
+class DummyHealthApi:
+    """What nodes other than 0 serve: health that always says 200."""
+
+    def dispatch(self, method: str, path: str, headers: Any, body: bytes) -> Response:
+        if path in ("/health", "/health_generate", "/ping"):
+            return empty(200) if method in ("GET", "HEAD") else json_response(
+                405, {"detail": "Method Not Allowed"})
+        return not_found()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 5  # uvicorn --timeout-keep-alive 5 under SGLang
+    api: Any = None
+    engine: Engine | None = None
+
+    def version_string(self) -> str:
+        return "uvicorn"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def log_request(self, code: Any = "-", size: Any = "-") -> None:
+        try:
+            status = int(code)
+            phrase = http.HTTPStatus(status).phrase
+        except ValueError:
+            status, phrase = 0, ""
+        host, port = self.client_address[:2]
+        logs.access(f"{host}:{port}", self.requestline, status, phrase)
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _handle(self) -> None:
+        path = self.path.split("?", 1)[0]
+        body = self._body()
+        counted = self.engine is not None and path in GENERATION_PATHS
+        if counted:
+            assert self.engine is not None
+            with self.engine.in_flight():
+                self._send(self.api.dispatch(self.command, path, self.headers, body))
+        else:
+            self._send(self.api.dispatch(self.command, path, self.headers, body))
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _handle
+
+    def _send(self, response: Response) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        if response.stream is not None:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            response.stream(self._chunk)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return
+        self.send_header("Content-Length", str(len(response.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)
+        self.wfile.flush()
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
+def make_server(host: str, port: int, api: Any, engine: Engine | None) -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"api": api, "engine": engine})
+    cls = Server6 if ":" in host else Server
+    return cls((host, port), handler)
+
+
+def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
+                              name="http", daemon=True)
+    thread.start()
+    return thread
+
+
+def display_url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def local_target(host: str) -> str:
+    """Where the warm-up connects to reach a server bound on host."""
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def self_request(host: str, port: int, method: str, path: str, body: dict[str, Any] | None,
+                 api_key: str | None, timeout: float = 600.0) -> tuple[int, bytes]:
+    """One request to our own server, as SGLang's warm-up does with requests."""
+    conn = http.client.HTTPConnection(local_target(host), port, timeout=timeout)
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                     headers=headers)
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()

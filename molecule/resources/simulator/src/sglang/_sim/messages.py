@@ -1,0 +1,108 @@
+"""The texts the real server prints, as ``str.format`` templates, and the tracebacks it ends with.
+
+Kept together so a line checked against a real SGLang log is corrected in one place. The line
+prefix (time, rank) is in ``logs.LOG_FORMAT``.
+"""
+
+from __future__ import annotations
+
+from sglang._sim.logs import Frame
+
+# ---- scheduler (per TP rank, prefix " TP<n>") ----------------------------------------------
+INIT_DIST_BEGIN = "Init torch distributed begin."
+INIT_DIST_END = "Init torch distributed ends. mem usage={usage:.2f} GB"
+LOAD_BEGIN = "Load weight begin. avail mem={avail:.2f} GB"
+# Formats of 0.5.19+ as read from the 0.5.23 wheel (model_runner.py, mem_cache/memory_pool.py,
+# model_runner_components/cuda_graph_setup.py).
+LOAD_END = ("Load weight end. elapsed={elapsed:.2f} s, type={arch}, avail mem={avail:.2f} GB, "
+            "mem usage={usage:.2f} GB.")
+KV_MLA = "KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {size:.2f} GB"
+KV_MHA = "KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB"
+KV_TORCH_DTYPES = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
+GRAPH_BEGIN = "Capture target decode CUDA graph begin. backend=triton, num_tokens_per_bs=1, avail mem={avail:.2f} GB"
+GRAPH_END = ("Capture target decode CUDA graph end. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, "
+             "avail mem={avail:.2f} GB.")
+HOST_POOL = "Allocating kv hierarchical KV host pool: {tokens} tokens, {size:.2f} GB host memory."
+MAX_TOKENS = (
+    "max_total_num_tokens={tokens}, chunked_prefill_size={chunked}, max_prefill_tokens={prefill}, "
+    "max_running_requests={running}, context_len={context}, available_gpu_mem={avail:.2f} GB"
+)
+PREFILL = (
+    "Prefill batch. #new-seq: 1, #new-token: {tokens}, #cached-token: 0, token usage: {usage:.2f}, "
+    "#running-req: {running}, #queue-req: {queued}, "
+)
+SCHEDULER_EXCEPTION = "Scheduler hit an exception: {traceback}"
+
+# ---- main process ---------------------------------------------------------------------------
+SERVER_ARGS = "server_args={args}"
+SIGQUIT = "Received sigquit from a child process. It usually means the child failed."
+CHILD_FAILED = "Child process unexpectedly failed with exitcode={code}. pid={pid}"
+RANK_DEAD = "Rank {rank} scheduler is dead. Please check if there are relevant logs."
+EXIT_CODE = "Exit code: {code}"
+WARMUP_FAILED = "Initialization failed. warmup error: {traceback}"
+READY = "The server is fired up and ready to roll!"
+SIGTERM = "SIGTERM received. signum={signum} frame=None. Draining requests and shutting down..."
+DRAINING = "Gracefully exiting... Remaining number of requests {count}. Remaining requests remaining_rids={rids}."
+
+# ---- uvicorn --------------------------------------------------------------------------------
+UVICORN_STARTED = "Started server process [{pid}]"
+UVICORN_STARTUP = ("Waiting for application startup.", "Application startup complete.")
+UVICORN_RUNNING = "Uvicorn running on {url} (Press CTRL+C to quit)"
+UVICORN_BIND_ERROR = "[Errno {errno}] error while attempting to bind on address ({host!r}, {port}): {reason}"
+UVICORN_SHUTDOWN = ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.")
+UVICORN_FINISHED = "Finished server process [{pid}]"
+
+# ---- exception lines ------------------------------------------------------------------------
+CUDA_ERROR = (
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might "
+    "be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+NOT_ENOUGH_GPU_MEMORY = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+
+# ---- traceback frames (paths relative to the installed sglang package) ---------------------
+SCHEDULER: list[Frame] = [
+    ("srt/managers/scheduler.py", 3015, "run_scheduler_process", "scheduler = Scheduler("),
+    ("srt/managers/scheduler.py", 356, "__init__", "self.init_model_worker()"),
+    ("srt/managers/scheduler.py", 540, "init_model_worker", "self.tp_worker = TpModelWorker("),
+    ("srt/managers/tp_worker.py", 246, "__init__", "self._model_runner = ModelRunner("),
+    ("srt/model_executor/model_runner.py", 383, "__init__", "self.initialize(min_per_gpu_memory)"),
+]
+LOAD_FRAMES: list[Frame] = [
+    *SCHEDULER,
+    ("srt/model_executor/model_runner.py", 459, "initialize", "self.load_model()"),
+    ("srt/model_executor/model_runner.py", 925, "load_model", "self.model = self.loader.load_model("),
+    ("srt/model_loader/loader.py", 651, "load_model", "self.load_weights_and_postprocess("),
+    ("srt/model_loader/loader.py", 659, "load_weights_and_postprocess", "model.load_weights(weights)"),
+    ("srt/models/deepseek_v2.py", 3412, "load_weights", "weight_loader(param, loaded_weight)"),
+]
+DIST_FRAMES: list[Frame] = [
+    *SCHEDULER,
+    ("srt/model_executor/model_runner.py", 441, "initialize", "min_per_gpu_memory = self.init_torch_distributed()"),
+    ("srt/model_executor/model_runner.py", 735, "init_torch_distributed", "init_distributed_environment("),
+    ("srt/distributed/parallel_state.py", 1498, "init_distributed_environment",
+     "torch.distributed.init_process_group("),
+]
+KV_FRAMES: list[Frame] = [
+    *SCHEDULER,
+    ("srt/model_executor/model_runner.py", 470, "initialize", "self.init_memory_pool("),
+    ("srt/model_executor/model_runner.py", 1702, "init_memory_pool", "raise RuntimeError("),
+]
+HOST_FRAMES: list[Frame] = [
+    SCHEDULER[0],
+    ("srt/managers/scheduler.py", 360, "__init__", "self.init_cache_with_memory_pool()"),
+    ("srt/managers/scheduler.py", 702, "init_cache_with_memory_pool", "self.tree_cache = HiRadixCache("),
+    ("srt/mem_cache/hiradix_cache.py", 118, "__init__", "self.token_to_kv_pool_host = MLATokenToKVPoolHost("),
+    ("srt/mem_cache/memory_pool_host.py", 152, "__init__", "self._check_host_memory_available()"),
+    ("srt/mem_cache/memory_pool_host.py", 171, "_check_host_memory_available", "raise ValueError("),
+]
+RUNTIME_FRAMES: list[Frame] = [
+    ("srt/managers/scheduler.py", 3040, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+    ("srt/managers/scheduler.py", 1188, "event_loop_overlap", "batch_result = self.run_batch(batch)"),
+    ("srt/managers/scheduler.py", 2311, "run_batch", "batch_result = self.model_worker.forward_batch_generation("),
+]
+WARMUP_FRAMES: list[Frame] = [
+    ("srt/entrypoints/http_server.py", 1712, "_wait_and_warmup", "if not _execute_server_warmup("),
+    ("srt/entrypoints/http_server.py", 1655, "_execute_server_warmup", 'assert res.status_code == 200, f"{res}"'),
+]

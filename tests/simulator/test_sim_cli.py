@@ -1,0 +1,125 @@
+"""Argument parsing (catalog parser, exit 2) and the startup checks of ServerArgs (traceback, exit 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sim_helpers import LaunchFn, free_port, kimi_config, server_args, write_model
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--no-such-flag"], "launch_server.py: error: unrecognized arguments: --no-such-flag"),
+        (["--kv-cache-dtype", "fp16"], "argument --kv-cache-dtype: invalid choice: 'fp16'"),
+        (["--port", "http"], "argument --port: invalid int value: 'http'"),
+        (["--cuda-graph-max-bs", "8"], "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode,"),
+        (["--context-length", "256K"], "argument --context-length: invalid human_readable_int value: '256K'"),
+    ],
+)
+def test_bad_arguments_exit_2_like_argparse(launch: LaunchFn, model_dir: Path, extra: list[str], message: str) -> None:
+    server = launch(server_args(model_dir, free_port(), *extra))
+    assert server.wait_exit() == 2
+    assert server.stderr.startswith("usage: launch_server.py --model-path MODEL_PATH")
+    assert message in server.stderr
+
+
+def test_model_path_is_required(launch: LaunchFn) -> None:
+    server = launch(["--port", str(free_port())])
+    assert server.wait_exit() == 2
+    assert "error: the following arguments are required: --model-path/--model" in server.stderr
+
+
+def check_fails(server_stderr: str, last_line: str) -> None:
+    lines = server_stderr.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == last_line
+
+
+@pytest.mark.parametrize(
+    ("extra", "last_line"),
+    [
+        (["--speculative-algorithm", "EAGLE3"],
+         "ValueError: EAGLE3 speculative decoding requires setting --speculative-draft-model-path."),
+        (["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/nonexistent/draft"],
+         "OSError: Incorrect path_or_model_id: '/nonexistent/draft'. Please provide either the path to a local "
+         "folder or the repo_id of a model on the Hub."),
+        (["--enable-hierarchical-cache", "--disable-radix-cache"],
+         "ValueError: The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and "
+         "cannot be used at the same time. Please use only one of them."),
+        (["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "1"], "AssertionError"),
+        (["--speculative-algorithm", "EAGLE", "--speculative-num-draft-tokens", "4"], "AssertionError"),
+        (["--nnodes", "3", "--dist-init-addr", "127.0.0.1:5000"],
+         "AssertionError: tp_size (8) must be divisible by nnodes (3)"),
+    ],
+)
+def test_startup_checks_fail_with_a_traceback(
+    launch: LaunchFn, model_dir: Path, extra: list[str], last_line: str
+) -> None:
+    server = launch(server_args(model_dir, free_port(), *extra))
+    assert server.wait_exit() == 1
+    check_fails(server.stderr, last_line)
+    assert "sglang/srt/server_args.py" in server.stderr
+
+
+def test_missing_model_directory(launch: LaunchFn, tmp_path: Path) -> None:
+    server = launch(server_args(tmp_path / "absent", free_port()))
+    assert server.wait_exit() == 1
+    check_fails(server.stderr, f"OSError: Incorrect path_or_model_id: '{tmp_path / 'absent'}'. Please provide "
+                               "either the path to a local folder or the repo_id of a model on the Hub.")
+
+
+def test_model_directory_without_config(launch: LaunchFn, tmp_path: Path) -> None:
+    server = launch(server_args(tmp_path, free_port()))
+    assert server.wait_exit() == 1
+    assert f"OSError: {tmp_path} does not appear to have a file named config.json." in server.stderr
+
+
+def test_eagle3_with_a_draft_directory_starts(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
+    draft = write_model(tmp_path / "draft", dict(kimi_config(), num_hidden_layers=1), shards=1)
+    port = free_port()
+    server = launch(server_args(model_dir, port, "--speculative-algorithm", "EAGLE3",
+                                "--speculative-draft-model-path", str(draft), tp=1))
+    server.wait_ready()
+    assert "speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4" in server.stderr
+
+
+def test_config_file_is_merged_under_the_command_line(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "sglang.yaml"
+    config.write_text(
+        "# rendered by the deploy\n"
+        f"model_path: {model_dir}\n"
+        "tp_size: 2\n"
+        "served-model-name: 'from-config'\n"
+        "enable_metrics: true\n"
+        "trust_remote_code: false\n"
+        "kv_cache_dtype: fp8_e4m3  # twice the tokens\n"
+        "mem_fraction_static: 0.83\n"
+    )
+    port = free_port()
+    server = launch(["--config", str(config), "--port", str(port), "--served-model-name", "from-cli"])
+    server.wait_ready()
+    log = server.stderr
+    assert "tp_size=2," in log
+    assert "served_model_name='from-cli'" in log
+    assert "enable_metrics=True" in log
+    assert "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 346790," in log
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "last_line"),
+    [
+        ("bad.yaml", "enable_metrics: 3\n",
+         "ValueError: Invalid value for 'enable_metrics': 3. Expected boolean (true/false), got int"),
+        ("bad.json", "{}", "ValueError: Config file must be YAML format, got: .json"),
+        ("nested.yaml", "model_path: /m\nextra:\n  key: value\n",
+         "ValueError: line 3: nested mappings are not supported: key: value"),
+    ],
+)
+def test_bad_config_files(launch: LaunchFn, tmp_path: Path, name: str, text: str, last_line: str) -> None:
+    config = tmp_path / name
+    config.write_text(text)
+    server = launch(["--config", str(config), "--port", str(free_port())])
+    assert server.wait_exit() == 1
+    check_fails(server.stderr, last_line)

@@ -1,0 +1,78 @@
+"""SIGTERM drains like SGLang: health 503 at once, in-flight requests finish, new ones still served."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sim_helpers import LaunchFn, Server, free_port, get_status, post_json, server_args, wait_for
+
+
+def generate_in_background(port: int, tokens: int) -> tuple[threading.Thread, dict[str, Any]]:
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["status"], result["body"] = post_json(
+                port, "/generate", {"text": "drain me", "sampling_params": {"max_new_tokens": tokens}})
+        except OSError as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, result
+
+
+def start_ready(launch: LaunchFn, model_dir: Path, **env: str) -> tuple[Server, int]:
+    port = free_port()
+    server = launch(server_args(model_dir, port, tp=2), SGLANG_SIM_TOKEN_SECONDS="0.01", **env)
+    server.wait_ready()
+    return server, port
+
+
+def test_sigterm_drains_in_flight_requests_and_still_accepts_new_ones(launch: LaunchFn, model_dir: Path) -> None:
+    server, port = start_ready(launch, model_dir)
+    thread, result = generate_in_background(port, 200)  # about 2 s
+    time.sleep(0.3)
+    server.send(signal.SIGTERM)
+    server.wait_log("SIGTERM received")
+    assert get_status(port, "/health") == 503
+    assert get_status(port, "/health_generate") == 503
+    assert get_status(port, "/ping") == 200
+    status, body = post_json(port, "/generate", {"text": "late", "sampling_params": {"max_new_tokens": 2}})
+    assert status == 200
+    assert body["meta_info"]["completion_tokens"] == 2
+    assert server.running()
+    server.wait_log("Gracefully exiting... Remaining number of requests 1.")
+    assert server.wait_exit(10) == 0
+    thread.join()
+    assert result["status"] == 200
+    assert result["body"]["meta_info"]["completion_tokens"] == 200
+    assert server.stderr.count("Gracefully exiting...") >= 3  # logged every 0.3 s while the request runs
+
+
+def test_slow_drain_fault_delays_the_exit(launch: LaunchFn, model_dir: Path) -> None:
+    server, port = start_ready(launch, model_dir, SGLANG_SIM_FAULT="slow_drain=1.5")
+    thread, result = generate_in_background(port, 30)  # 0.3 s without the fault
+    time.sleep(0.1)
+    started = time.monotonic()
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(10) == 0
+    assert time.monotonic() - started >= 1.4
+    thread.join()
+    assert result["status"] == 200
+
+
+def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> None:
+    server, port = start_ready(launch, model_dir, SGL_FORCE_SHUTDOWN="1")
+    thread, result = generate_in_background(port, 500)
+    wait_for(lambda: server.stderr.count("Prefill batch") >= 2, 5, what="request admitted")  # warm-up + ours
+    started = time.monotonic()
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(5) == 0
+    assert time.monotonic() - started < 2
+    thread.join()
+    assert "status" not in result

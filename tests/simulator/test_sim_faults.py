@@ -1,0 +1,71 @@
+"""Fault injection from SGLANG_SIM_FAULT: crash or hang during the load, failed warm-up, later crash."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args, wait_for
+
+CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_crash_at_percent_prints_a_traceback_and_exits_1(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, tp=4), SGLANG_SIM_FAULT="crash_at=50")
+    children = wait_for(lambda: len(children_of(server.pid)) == 5 and children_of(server.pid), 10, what="children")
+    assert server.wait_exit() == 1
+    log = server.stderr
+    assert "| 32/64 [" in log
+    assert "| 33/64 [" not in log
+    assert "TP0] Scheduler hit an exception: Traceback (most recent call last):" in log
+    assert "sglang/srt/model_loader/loader.py" in log
+    assert CUDA_ERROR in log
+    assert "Received sigquit from a child process. It usually means the child failed." in log
+    assert "Load weight end" not in log
+    assert not port_open(port)
+    wait_for(lambda: not any(alive(pid) for pid in children), 5, what="children gone")
+
+
+def test_exit_code_fault(launch: LaunchFn, model_dir: Path) -> None:
+    server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT="crash_at=0,exit_code=3")
+    assert server.wait_exit() == 3
+    assert CUDA_ERROR in server.stderr
+
+
+def test_hang_at_percent_stops_progress_but_keeps_running(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, tp=2), SGLANG_SIM_FAULT="hang_at=25")
+    server.wait_log("| 16/64 [")
+    time.sleep(1.5)  # longer than the whole 1 s load
+    assert server.running()
+    assert "| 17/64 [" not in server.stderr
+    assert "Load weight end" not in server.stderr
+    assert not port_open(port)
+    assert len(children_of(server.pid)) == 3
+
+
+def test_fail_warmup_exits_after_the_port_opened(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, tp=1), SGLANG_SIM_FAULT="fail_warmup", SGLANG_SIM_WARMUP_SECONDS="1")
+    wait_for(lambda: port_open(port), 10, what="port open")
+    assert get_status(port) == 503
+    assert server.wait_exit() == 1
+    assert "Initialization failed. warmup error: Traceback (most recent call last):" in server.stderr
+    assert "AssertionError: <Response [500]>" in server.stderr
+    assert "ready to roll" not in server.stderr
+
+
+def test_crash_after_ready(launch: LaunchFn, model_dir: Path) -> None:
+    server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT="crash_after_ready=0.5")
+    server.wait_ready()
+    ready_at = time.monotonic()
+    assert server.wait_exit() == 1
+    assert time.monotonic() - ready_at >= 0.3
+    assert CUDA_ERROR in server.stderr.split("ready to roll!")[1]
+
+
+def test_bad_fault_spec_is_refused(launch: LaunchFn, model_dir: Path) -> None:
+    server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT="explode")
+    assert server.wait_exit() == 1
+    assert "SGLANG_SIM_FAULT: cannot use 'explode'" in server.stderr

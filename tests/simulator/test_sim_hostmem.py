@@ -1,0 +1,105 @@
+"""HiCache host pool: the version rules of the "Not enough host memory" check, in unit and in a server."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from sim_helpers import SIM_DIR, LaunchFn, free_port, request, server_args
+
+GIB = 1024**3
+CELL = (512 + 64) * 61 * 2  # Kimi-K2.5 MLA bytes per token, bf16
+
+
+def load_hostmem() -> ModuleType:
+    path = SIM_DIR / "src" / "sglang" / "_sim" / "hostmem.py"
+    spec = importlib.util.spec_from_file_location("sim_hostmem_under_test", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+hostmem = load_hostmem()
+
+
+def inputs(**changes: object) -> object:
+    base = {
+        "version": "0.5.23", "bytes_per_token": CELL, "device_tokens": 173395, "hicache_ratio": 2.0,
+        "hicache_size_gb": 0, "host_memory_mode": "cache", "host_memory_fraction": 0.8, "page_size": 1,
+        "ranks_on_host": 8, "available_bytes": 400 * 10**9,
+    }
+    base.update(changes)
+    return hostmem.HostPoolInputs(**base)
+
+
+def test_ratio_pool_is_device_tokens_times_ratio_page_aligned() -> None:
+    pool = hostmem.host_pool(inputs())
+    assert pool.tokens == 346791
+    assert pool.bytes == 346791 * CELL
+    assert hostmem.host_pool(inputs(page_size=64)).tokens == (346790 // 64 + 1) * 64
+
+
+def test_size_is_gb_per_rank() -> None:
+    pool = hostmem.host_pool(inputs(hicache_size_gb=20, hicache_ratio=None))
+    assert pool.tokens == int(20e9 // CELL) + 1
+
+
+def test_up_to_0_5_18_each_rank_checks_alone() -> None:
+    per_rank = inputs(version="0.5.18", hicache_size_gb=100, available_bytes=200 * 10**9)
+    assert hostmem.host_pool(per_rank).available_bytes == 200 * 10**9 - 10 * GIB
+    split = inputs(version="0.5.19", hicache_size_gb=100, available_bytes=200 * 10**9)
+    expected = (200 * 10**9 - 10 * GIB) // 8
+    with pytest.raises(ValueError, match=re.escape(
+        f"Not enough host memory available. Requesting 100.00 GB but only have {expected / 1e9:.2f} GB free. "
+        "Please reduce the size of the hierarchical cache."
+    )):
+        hostmem.host_pool(split)
+
+
+def test_default_ratio_and_auto_size() -> None:
+    assert hostmem.host_pool(inputs(version="0.5.18", hicache_ratio=None)).tokens == 346791
+    buffer_only = inputs(version="0.5.18", hicache_ratio=None, host_memory_mode="buffer_only")
+    assert hostmem.host_pool(buffer_only).tokens == int(173395 * 1.2) + 1
+    auto = hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None))
+    assert auto.tokens == int((400 * 10**9 - 10 * GIB) // 8 * 0.8 // CELL) + 1
+
+
+def test_old_versions_assert_host_larger_than_device() -> None:
+    with pytest.raises(AssertionError, match="larger than the device memory"):
+        hostmem.host_pool(inputs(version="0.5.14", hicache_ratio=0.5))
+    assert hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=0.5)).tokens == 86698
+
+
+def test_server_refuses_a_pool_larger_than_host_memory(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, "--enable-hierarchical-cache", "--hicache-ratio", "2"),
+                    SGLANG_SIM_MEM_AVAILABLE_GB="50")
+    assert server.wait_exit() == 1
+    log = server.stderr
+    free = (50 * 10**9 - 10 * GIB) // 8
+    line = (f"ValueError: Not enough host memory available. Requesting 24.37 GB but only have {free / 1e9:.2f} GB "
+            "free. Please reduce the size of the hierarchical cache.")
+    assert log.count(line) == 8  # every rank of this host raises
+    assert "sglang/srt/mem_cache/memory_pool_host.py" in log
+    assert log.index("Capture target decode CUDA graph end") < log.index(line)
+    assert "Uvicorn running" not in log
+
+
+def test_server_allocates_and_reports_the_host_pool(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, "--enable-hierarchical-cache", "--hicache-ratio", "2",
+                                "--enable-metrics"), SGLANG_SIM_MEM_AVAILABLE_GB="1000")
+    server.wait_ready()
+    line = "Allocating kv hierarchical KV host pool: 346791 tokens, 24.37 GB host memory."
+    assert server.stderr.count(line) == 8
+    status, body, _ = request(port, "GET", "/metrics")
+    assert status == 200
+    assert re.search(r"^sglang:hicache_host_total_tokens\{[^}]*\} 346791\.0$", body.decode(), re.M)
+    assert re.search(r"^sglang:hicache_host_used_tokens\{[^}]*\} 0\.0$", body.decode(), re.M)

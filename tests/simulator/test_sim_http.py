@@ -1,0 +1,182 @@
+"""The HTTP API of a ready server: info routes, generation, OpenAI routes, metrics, queueing, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sim_helpers import (
+    VERSION,
+    LaunchFn,
+    Server,
+    free_port,
+    get_json,
+    get_status,
+    post_json,
+    request,
+    server_args,
+    sim_env,
+    wait_for,
+)
+
+NAME = "kimi-k2.5"
+
+
+@pytest.fixture(scope="module")
+def api(sim_python: Path, model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = free_port()
+    args = server_args(model_dir, port, "--enable-metrics", "--served-model-name", NAME,
+                       "--max-running-requests", "2", tp=2)
+    server = Server(sim_python, args, sim_env(SGLANG_SIM_TOKEN_SECONDS="0.01"), tmp_path_factory.mktemp("api"))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.kill()
+
+
+def metric(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)}\{{[^}}]*\}} (\S+)$", text, re.M)
+    assert match, name
+    return float(match.group(1))
+
+
+def metrics(port: int) -> str:
+    status, body, headers = request(port, "GET", "/metrics")
+    assert status == 200
+    assert headers["content-type"].startswith("text/plain; version=0.0.4")
+    return body.decode()
+
+
+def test_info_routes(api: Server) -> None:
+    for path in ("/model_info", "/get_model_info"):
+        info = get_json(api.port, path)
+        assert info["is_generation"] is True
+        assert info["served_model_name"] == NAME
+        assert info["model_path"] == info["tokenizer_path"]
+    for path in ("/server_info", "/get_server_info"):
+        info = get_json(api.port, path)
+        assert info["version"] == f"{VERSION}+sim"
+        assert info["tp_size"] == 2
+        assert info["served_model_name"] == NAME
+        assert info["max_running_requests"] == 2
+        assert info["internal_states"][0]["max_total_num_tokens"] == 173395
+    models = get_json(api.port, "/v1/models")
+    assert models["object"] == "list"
+    assert [m["id"] for m in models["data"]] == [NAME]
+    assert get_status(api.port, "/ready") == 200
+    assert get_status(api.port, "/health_generate") == 200
+
+
+def test_generate(api: Server) -> None:
+    status, body = post_json(api.port, "/generate", {"text": "Hello there", "sampling_params": {"max_new_tokens": 5}})
+    assert status == 200
+    meta = body["meta_info"]
+    assert meta["finish_reason"] == {"type": "length", "length": 5}
+    assert meta["completion_tokens"] == 5
+    assert meta["prompt_tokens"] > 0
+    assert meta["e2e_latency"] >= 0.05
+    assert body["text"]
+    status, body = post_json(api.port, "/generate", {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 1}})
+    assert status == 200
+    assert body["meta_info"]["prompt_tokens"] == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"[]", {"sampling_params": {"max_new_tokens": 3}},
+     {"text": "x", "sampling_params": {"max_new_tokens": -1}}, {"text": 5}],
+)
+def test_generate_rejects_bad_bodies(api: Server, body: object) -> None:
+    status, data, _ = request(api.port, "POST", "/generate", body)
+    assert status == 400
+    assert "message" in json.loads(data)["error"]
+
+
+def test_openai_completions_and_chat(api: Server) -> None:
+    status, body = post_json(api.port, "/v1/completions", {"model": NAME, "prompt": "Say hi", "max_tokens": 3})
+    assert status == 200
+    assert body["object"] == "text_completion"
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == 3
+    chat = {"model": NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    status, body = post_json(api.port, "/v1/chat/completions", chat)
+    assert status == 200
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["role"] == "assistant"
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + 4
+    status, body = post_json(api.port, "/v1/chat/completions", {"model": NAME, "messages": "hi"})
+    assert status == 400
+    assert body["object"] == "error"
+
+
+def test_streaming_chat_is_server_sent_events(api: Server) -> None:
+    chat = {"model": NAME, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3, "stream": True}
+    status, data, headers = request(api.port, "POST", "/v1/chat/completions", chat)
+    assert status == 200
+    assert headers["content-type"] == "text/event-stream"
+    events = [line[len("data: "):] for line in data.decode().split("\n\n") if line]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert len(chunks) == 5
+
+
+def test_unknown_routes_and_methods(api: Server) -> None:
+    assert request(api.port, "GET", "/nope")[0] == 404
+    assert request(api.port, "POST", "/health")[0] == 405
+    assert request(api.port, "GET", "/generate")[0] == 405
+
+
+def test_metrics_count_requests_and_show_running_and_queue(api: Server) -> None:
+    before = metrics(api.port)
+    for family in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                   "sglang:max_total_num_tokens", "sglang:gen_throughput", "sglang:cache_hit_rate",
+                   "sglang:num_used_tokens"):
+        assert f"# TYPE {family} gauge" in before
+        assert f'{family}{{engine_type="unified",model_name="{NAME}",pp_rank="0",tp_rank="0"}}' in before
+    assert "# TYPE sglang:generation_tokens_total counter" in before
+    assert "sglang:hicache_host_total_tokens" not in before
+    assert metric(before, "sglang:max_total_num_tokens") == 173395
+
+    def long_request() -> None:
+        post_json(api.port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 150}})
+
+    threads = [threading.Thread(target=long_request) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)
+    busy = wait_for(lambda: (text := metrics(api.port)) and metric(text, "sglang:num_queue_reqs") == 1 and text,
+                    5, what="a queued request")
+    assert metric(busy, "sglang:num_running_reqs") == 2
+    assert metric(busy, "sglang:token_usage") > 0
+    for thread in threads:
+        thread.join()
+    after = metrics(api.port)
+    assert metric(after, "sglang:num_running_reqs") == 0
+    assert metric(after, "sglang:num_requests_total") == metric(before, "sglang:num_requests_total") + 3
+    delta = metric(after, "sglang:generation_tokens_total") - metric(before, "sglang:generation_tokens_total")
+    assert delta == 450
+    assert metric(after, "sglang:gen_throughput") > 0
+
+
+def test_api_key_is_enforced_except_on_health_and_metrics(launch: LaunchFn, model_dir: Path) -> None:
+    port = free_port()
+    server = launch(server_args(model_dir, port, "--api-key", "sekret", tp=1))
+    server.wait_ready()
+    good = {"Authorization": "Bearer sekret"}
+    assert request(port, "GET", "/v1/models")[0] == 401
+    assert request(port, "GET", "/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert request(port, "GET", "/v1/models", headers=good)[0] == 200
+    status, body = post_json(port, "/generate", {"text": "x"})
+    assert (status, body) == (401, {"error": "Unauthorized"})
+    assert post_json(port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}}, good)[0] == 200
+    for path in ("/health", "/health_generate", "/ping"):
+        assert get_status(port, path) == 200
+    assert get_status(port, "/metrics") == 404  # not enabled: 404, not 401
