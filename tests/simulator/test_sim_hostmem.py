@@ -65,10 +65,19 @@ def test_up_to_0_5_18_each_rank_checks_alone() -> None:
 
 def test_default_ratio_and_auto_size() -> None:
     assert hostmem.host_pool(inputs(version="0.5.18", hicache_ratio=None)).tokens == 346791
-    buffer_only = inputs(version="0.5.18", hicache_ratio=None, host_memory_mode="buffer_only")
+    # --hicache-host-memory-mode (and its 1.2 default ratio for buffer_only) exists from 0.5.19.
+    buffer_only = inputs(version="0.5.19", hicache_ratio=None, host_memory_mode="buffer_only")
     assert hostmem.host_pool(buffer_only).tokens == int(173395 * 1.2) + 1
-    auto = hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None))
-    assert auto.tokens == int((400 * 10**9 - 10 * GIB) // 8 * 0.8 // CELL) + 1
+    # 0.5.21+ auto-sizing only ever lowers the default ratio (hicache_auto_size.py): plenty of RAM -> 2.0 ...
+    assert hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None)).tokens == 346791
+    # ... a tight host -> min(2.0, rank budget x fraction x 0.95 / device pool bytes).
+    budget = (100 * 10**9 - 10 * GIB) // 8
+    ratio = budget * 0.8 * 0.95 / (173395 * CELL)
+    auto = hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None, available_bytes=100 * 10**9))
+    assert auto.tokens == int(173395 * ratio) + 1
+    assert auto.bytes <= budget
+    with pytest.raises(ValueError, match="Not enough host memory available"):  # 0.5.20 has no auto-sizing
+        hostmem.host_pool(inputs(version="0.5.20", hicache_ratio=None, available_bytes=100 * 10**9))
 
 
 def test_old_versions_assert_host_larger_than_device() -> None:
@@ -84,7 +93,7 @@ def test_server_refuses_a_pool_larger_than_host_memory(launch: LaunchFn, model_d
     assert server.wait_exit() == 1
     log = server.stderr
     free = (50 * 10**9 - 10 * GIB) // 8
-    line = (f"ValueError: Not enough host memory available. Requesting 24.37 GB but only have {free / 1e9:.2f} GB "
+    line = (f"ValueError: Not enough host memory available. Requesting 21.70 GB but only have {free / 1e9:.2f} GB "
             "free. Please reduce the size of the hierarchical cache.")
     assert log.count(line) == 8  # every rank of this host raises
     assert "sglang/srt/mem_cache/memory_pool_host.py" in log
@@ -97,9 +106,9 @@ def test_server_allocates_and_reports_the_host_pool(launch: LaunchFn, model_dir:
     server = launch(server_args(model_dir, port, "--enable-hierarchical-cache", "--hicache-ratio", "2",
                                 "--enable-metrics"), SGLANG_SIM_MEM_AVAILABLE_GB="1000")
     server.wait_ready()
-    line = "Allocating kv hierarchical KV host pool: 346791 tokens, 24.37 GB host memory."
+    line = "Allocating kv hierarchical KV host pool: 308743 tokens, 21.70 GB host memory."
     assert server.stderr.count(line) == 8
     status, body, _ = request(port, "GET", "/metrics")
     assert status == 200
-    assert re.search(r"^sglang:hicache_host_total_tokens\{[^}]*\} 346791\.0$", body.decode(), re.M)
+    assert re.search(r"^sglang:hicache_host_total_tokens\{[^}]*\} 308743\.0$", body.decode(), re.M)
     assert re.search(r"^sglang:hicache_host_used_tokens\{[^}]*\} 0\.0$", body.decode(), re.M)

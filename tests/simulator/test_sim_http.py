@@ -65,7 +65,7 @@ def test_info_routes(api: Server) -> None:
         assert info["tp_size"] == 2
         assert info["served_model_name"] == NAME
         assert info["max_running_requests"] == 2
-        assert info["internal_states"][0]["max_total_num_tokens"] == 173395
+        assert info["internal_states"][0]["max_total_num_tokens"] == 154371
     models = get_json(api.port, "/v1/models")
     assert models["object"] == "list"
     assert [m["id"] for m in models["data"]] == [NAME]
@@ -143,7 +143,7 @@ def test_metrics_count_requests_and_show_running_and_queue(api: Server) -> None:
         assert f'{family}{{engine_type="unified",model_name="{NAME}",pp_rank="0",tp_rank="0"}}' in before
     assert "# TYPE sglang:generation_tokens_total counter" in before
     assert "sglang:hicache_host_total_tokens" not in before
-    assert metric(before, "sglang:max_total_num_tokens") == 173395
+    assert metric(before, "sglang:max_total_num_tokens") == 154371
 
     def long_request() -> None:
         post_json(api.port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 150}})

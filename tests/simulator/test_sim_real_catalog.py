@@ -34,7 +34,7 @@ def test_production_flags_start_on_0_5_23(launch: LaunchFn, model_dir: Path, tmp
     server = launch(server_args(model_dir, port, *PRODUCTION_FLAGS), PYTHONPATH=str(site))
     server.wait_ready()
     assert "context_length=256000" in server.stderr
-    assert "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 346790, KV size: 11.35 GB" in server.stderr
+    assert "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 308743, KV size: 10.10 GB" in server.stderr
     assert get_status(port, "/ready") == 200
 
 
@@ -50,9 +50,9 @@ def test_0_5_14_checks_host_memory_per_rank_and_has_no_ready_route(
 ) -> None:
     site = extracted("0.5.14", tmp_path)
     port = free_port()
-    # 8 ranks x 24.37 GB = 195 GB > 120 GB, yet each rank alone fits (<= 0.5.18 rule).
+    # 8 ranks x 21.70 GB = 174 GB > 120 GB, yet each rank alone fits (<= 0.5.18 rule).
     server = launch(server_args(model_dir, port, "--enable-hierarchical-cache", "--hicache-ratio", "2"),
                     PYTHONPATH=str(site), SGLANG_SIM_MEM_AVAILABLE_GB="120")
     server.wait_ready()
-    assert server.stderr.count("Allocating kv hierarchical KV host pool: 346791 tokens") == 8
+    assert server.stderr.count("Allocating kv hierarchical KV host pool: 308743 tokens") == 8
     assert get_status(port, "/ready") == 404

@@ -4,7 +4,8 @@
     python3 molecule/resources/simulator/build_wheel.py --version 0.5.23 --out DIR [--catalog PATH]
 
 The wheel holds ``sglang/`` (``__init__``, ``version``, ``launch_server`` and the simulator in
-``sglang/_sim``) plus a copy of ``plugins/module_utils/sglang_catalog.py`` and of the version's
+``sglang/_sim``) plus copies of ``plugins/module_utils/sglang_catalog.py``, of
+``plugins/module_utils/sglang_capacity.py`` (the capacity planner ``hostmem`` uses) and of the version's
 flag catalog (default ``<repo>/catalogs/sglang-<version>.json``), so the installed simulator reads
 nothing from the repository. The bytes are deterministic: sorted entries, fixed timestamps and
 modes. ``pip install --no-index --find-links DIR 'sglang==<version>'`` selects it, since a local
@@ -27,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "src", "sglang")
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 CATALOG_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_catalog.py")
+CAPACITY_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_capacity.py")
+TYPES_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_types.py")
 LOCAL_LABEL = "sim"
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 PUBLIC_VERSION = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
@@ -103,6 +106,8 @@ def package_files(version: str, catalog_path: str) -> dict[str, bytes]:
     files["sglang/__init__.py"] = INIT.encode()
     files["sglang/version.py"] = VERSION.format(version=version).encode()
     files["sglang/_sim/sglang_catalog.py"] = read(CATALOG_MODULE)
+    files["sglang/_sim/sglang_capacity.py"] = read(CAPACITY_MODULE)
+    files["sglang/_sim/sglang_types.py"] = read(TYPES_MODULE)
     files[f"sglang/_sim/catalogs/sglang-{public}.json"] = catalog_bytes(catalog_path, public)
     return files
 

@@ -1,20 +1,27 @@
 """The hierarchical-cache host pool of one TP rank, and SGLang's "Not enough host memory" check.
 
-``host_pool`` is deliberately one small function over plain inputs: the project's capacity
-planner is meant to replace its body, so the simulator refuses exactly what the planner refuses.
+The numbers come from the project's capacity planner (``plugins/module_utils/sglang_capacity.py``,
+copied into the wheel as ``sglang._sim.sglang_capacity`` by ``build_wheel.py``), so the simulator
+refuses exactly what the planner refuses. This module only adds what one simulated rank does with
+them: raise SGLang's own exception.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GIB = 1024 ** 3
-RESERVE_BYTES = 10 * GIB  # SGLang keeps 10 GiB of host memory for everything else
+try:  # the installed simulator: the copy build_wheel.py puts next to this file
+    from sglang._sim import sglang_capacity as capacity
+except ImportError:  # the source tree (unit tests): plugins/module_utils is on sys.path
+    import sglang_capacity as capacity  # type: ignore[no-redef]
+
+GIB = capacity.GIB
+RESERVE_BYTES = capacity.HOST_RESERVE_BYTES  # SGLang keeps 10 GiB of host memory for everything else
 
 
 @dataclass(frozen=True)
 class HostPoolInputs:
-    version: str                  # SGLang version (rules change at 0.5.19 and 0.5.21)
+    version: str                  # SGLang version (rules change at 0.5.15, 0.5.19 and 0.5.21)
     bytes_per_token: int          # host KV bytes per token of one rank
     device_tokens: int            # device KV pool of one rank, in tokens
     hicache_ratio: float | None
@@ -33,41 +40,26 @@ class HostPool:
     available_bytes: int          # what this rank was allowed to use
 
 
-def _version(text: str) -> tuple:
-    parts = []
-    for piece in text.split("+", 1)[0].split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit()) or "0"
-        parts.append(int(digits))
-    return tuple(parts)
-
-
 def host_pool(inputs: HostPoolInputs) -> HostPool:
-    """Size one rank's host pool; raise ValueError (SGLang's text) when it does not fit."""
-    version = _version(inputs.version)
+    """Size one rank's host pool; raise what SGLang raises when it does not fit."""
+    version = inputs.version
     cell = max(int(inputs.bytes_per_token), 1)
-    free = inputs.available_bytes - RESERVE_BYTES
-    if version >= (0, 5, 19):
-        free = free // max(inputs.ranks_on_host, 1)
-    if inputs.hicache_size_gb > 0:
-        tokens = int(inputs.hicache_size_gb * 1e9 // cell)
-    elif inputs.hicache_ratio is None and version >= (0, 5, 21):
-        tokens = int(max(free, 0) * inputs.host_memory_fraction // cell)
-    else:
-        default = 1.2 if inputs.host_memory_mode == "buffer_only" else 2.0
-        ratio = inputs.hicache_ratio if inputs.hicache_ratio is not None else default
-        tokens = int(inputs.device_tokens * ratio)
-    page = max(int(inputs.page_size), 1)
-    tokens = (tokens // page + 1) * page
-    if version <= (0, 5, 14) and tokens <= inputs.device_tokens:
-        raise AssertionError(
-            "The host memory should be larger than the device memory with the current protocol")
+    budget = capacity.rank_host_budget(version, inputs.available_bytes, inputs.ranks_on_host)
+    default = capacity.default_hicache_ratio(version, inputs.host_memory_mode)
+    ratio = inputs.hicache_ratio if inputs.hicache_ratio is not None else default
+    if capacity.auto_sizing(version, inputs.hicache_ratio, inputs.hicache_size_gb, inputs.host_memory_fraction):
+        ratio = capacity.auto_hicache_ratio(int(budget * inputs.host_memory_fraction),
+                                            inputs.device_tokens * cell, default)
+        if ratio <= 0:
+            raise ValueError("No host memory is left for HiCache after the 10 GiB reserve; "
+                             "set --hicache-ratio or --hicache-size explicitly.")
+    tokens = capacity.host_pool_tokens(inputs.device_tokens, cell, ratio, inputs.hicache_size_gb, inputs.page_size)
+    if not capacity.at_least(version, "0.5.15") and tokens <= inputs.device_tokens:
+        raise AssertionError(capacity.HOST_LARGER_THAN_DEVICE)
     requested = tokens * cell
-    if requested > free:
-        raise ValueError(
-            f"Not enough host memory available. Requesting {requested / 1e9:.2f} GB but only have "
-            f"{free / 1e9:.2f} GB free. Please reduce the size of the hierarchical cache."
-        )
-    return HostPool(tokens=tokens, bytes=requested, available_bytes=free)
+    if requested > budget:
+        raise ValueError(capacity.not_enough_host_memory(requested, budget))
+    return HostPool(tokens=tokens, bytes=requested, available_bytes=budget)
 
 
 def mem_available_bytes(override_gb: float | None, meminfo: str = "/proc/meminfo") -> int:

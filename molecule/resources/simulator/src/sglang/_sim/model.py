@@ -8,6 +8,11 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+try:  # the installed simulator: the copy build_wheel.py puts next to this file
+    from sglang._sim import sglang_capacity as capacity
+except ImportError:  # the source tree: plugins/module_utils is on sys.path
+    import sglang_capacity as capacity  # type: ignore[no-redef]
+
 DEFAULT_SHARDS = 64
 # A Kimi-K2.5 / DeepSeek-V3 style text config, used for a hub id that is not a local path.
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -21,8 +26,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "qk_rope_head_dim": 64,
     "max_position_embeddings": 262144,
 }
-DTYPE_BYTES = {"fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "mxfp8": 1.0, "nvfp4": 0.5,
-               "fp4_mx_block16": 0.5}
 
 
 class ModelError(Exception):
@@ -113,19 +116,20 @@ def load_model(path: str | None) -> ModelInfo:
     return ModelInfo(path=path, config=config, shards=count_shards(local))
 
 
-def dtype_bytes(kv_cache_dtype: str | None) -> float:
-    return DTYPE_BYTES.get(str(kv_cache_dtype or "auto"), 2.0)
+# Block-scaled KV formats the planner does not model: elements per byte, scales left out.
+PACKED_DTYPE_BYTES = {"mxfp8": 1.0, "nvfp4": 0.5, "fp4_mx_block16": 0.5, "fp4_e2m1": 0.5}
 
 
 def kv_bytes_per_token(model: ModelInfo, kv_cache_dtype: str | None, tp_size: int) -> int:
-    """KV bytes per token on one rank. MLA latent KV is replicated on every TP rank."""
-    cfg = model.text_config
-    size = dtype_bytes(kv_cache_dtype)
-    if model.is_mla:
-        cell = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64))
-        return int(cell * model.layers * size)
-    heads = int(cfg.get("num_attention_heads") or 32)
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
-    head_dim = int(cfg.get("head_dim") or int(cfg.get("hidden_size") or 4096) // heads)
-    per_rank = max(1, kv_heads // max(tp_size, 1))
-    return int(2 * per_rank * head_dim * model.layers * size)
+    """KV bytes per token on one rank, from the capacity planner (MLA latent KV is on every rank)."""
+    try:
+        shape = capacity.model_shape(model.config)
+    except capacity.CapacityError:
+        shape = capacity.model_shape(DEFAULT_CONFIG)  # a config the planner cannot read: Kimi-K2.5 sizes
+    dtype = str(kv_cache_dtype or "auto")
+    if dtype in PACKED_DTYPE_BYTES:
+        return int(capacity.kv_bytes_per_token(shape, "auto", tp_size) * PACKED_DTYPE_BYTES[dtype] / 2)
+    try:
+        return capacity.kv_bytes_per_token(shape, dtype, tp_size)
+    except capacity.CapacityError:
+        return capacity.kv_bytes_per_token(shape, "auto", tp_size)

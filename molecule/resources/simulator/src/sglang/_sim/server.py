@@ -17,12 +17,12 @@ from sglang._sim.dist import DistError, Rendezvous, nccl_remote_error
 from sglang._sim.engine import Engine
 from sglang._sim.http_api import Api, DummyHealthApi, State, display_url, make_server, self_request, serve_in_thread
 from sglang._sim.logs import Frame
-from sglang._sim.model import ModelInfo, kv_bytes_per_token
+from sglang._sim.model import ModelInfo, capacity, kv_bytes_per_token
 from sglang._sim.settings import Settings, SettingsError, from_env
 from sglang.version import __version__
 
 GIB = 1024**3
-CUDA_CONTEXT_GIB = 1.48
+CUDA_CONTEXT_GIB = 1.5  # the planner's gpu_reserved_bytes default
 DIST_MEM_GIB = 0.79
 GRAPH_MEM_GIB = 0.61
 # Shares of SGLANG_SIM_LOAD_SECONDS: distributed init, shards, KV pool, CUDA graphs, the rest.
@@ -54,10 +54,13 @@ class Memory:
 
 
 def plan_memory(args: cli.Args, model: ModelInfo, settings: Settings) -> Memory:
-    """Device KV tokens = (GPU x mem_fraction_static - weights) / KV bytes per token."""
+    """Device KV tokens by the capacity planner's rule (SGLang's profile step), so what the simulator
+    allocates is what the deploy's plan predicts."""
     cell = kv_bytes_per_token(model, args.get("kv_cache_dtype"), int(args.get("tp_size") or 1))
-    rest = settings.gpu_mem_gib * float(args["mem_fraction_static"]) - settings.weight_gib_per_gpu
-    tokens = int(rest * GIB // cell) if rest > 0 else 0
+    tokens = capacity.device_kv_tokens(int(settings.gpu_mem_gib * GIB), int(settings.weight_gib_per_gpu * GIB),
+                                       float(args["mem_fraction_static"]), cell,
+                                       gpu_reserved_bytes=int(CUDA_CONTEXT_GIB * GIB),
+                                       page_size=int(args.get("page_size") or 1))
     return Memory(
         avail_begin=settings.gpu_mem_gib - CUDA_CONTEXT_GIB,
         weights=settings.weight_gib_per_gpu,
