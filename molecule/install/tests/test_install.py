@@ -1,0 +1,270 @@
+"""Verify the install scenario: apt's side of the driver, the stack, the weights, then drills.
+
+Tests run in file order: the converged host first (packages, pin, hold, files, stack, weights),
+then drills that drive molecule/install/converge.yml through the ansible-playbook CLI: refused
+inputs, a Secure Boot host, a wrong key fingerprint, a host whose nvidia-smi reports 7 GPUs, a
+truncated shard, and last the driver upgrade (and back) with its reboot handler. Every drill
+leaves the host as converged (Molecule's idempotence step has already proved that a second run
+changes nothing). Lines starting with APT show apt's view, for the record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import time
+from typing import Any
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+CONVERGE = os.path.join(PROJECT, "molecule", "install", "converge.yml")
+HOST = "sglang-molecule-install"
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
+
+VERSION, NEWER, BRANCH_NEWER = "580.95.05", "580.105.08", "590.44.01"
+DRIVER_PACKAGES = ["firmware-nvidia-gsp", "libcuda1", "libnvidia-ml1", "nvidia-driver-cuda", "nvidia-kernel-open-dkms",
+                   "nvidia-kernel-support", "nvidia-persistenced"]
+SMI_CONFIG = "/etc/sglang-sim/nvidia-smi.json"
+UNIT = "sglang-kimi.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+SHARD = "/models/kimi-k2.5/model-00007-of-00064.safetensors"
+# The driver role alone: deploy.yml's resolve and host preflight (tagged always) are not what these drills test.
+DRIVER_ONLY = ("--tags", "driver", "--skip-tags", "always")
+WATCHED = ["/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/preferences.d/nvidia-driver.pref",
+           "/etc/apt/keyrings/nvidia-cuda.asc", "/etc/modprobe.d/blacklist-nouveau.conf", UNIT_PATH]
+
+
+def play(*extra: str) -> tuple[int, str, float]:
+    """Run converge.yml (deploy.yml's install order) through the CLI against this scenario's host."""
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    argv = ["ansible-playbook", CONVERGE, "-i", os.path.dirname(INVENTORY), *extra]
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    print(f"\n$ ansible-playbook molecule/install/converge.yml {' '.join(extra)}  ->  rc={proc.returncode} "
+          f"in {seconds:.1f} s")
+    return proc.returncode, proc.stdout + proc.stderr, seconds
+
+
+def recap(output: str) -> dict[str, int]:
+    match = re.search(rf"{HOST}\s*:\s*(.*)", output.rsplit("PLAY RECAP", maxsplit=1)[-1])
+    assert match, output[-3000:]
+    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def changed_tasks(output: str) -> list[str]:
+    """Names of the tasks that reported changed (default callback: TASK [...] then changed: lines)."""
+    names, current = [], ""
+    for line in output.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            current = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed:") and current not in names:
+            names.append(current)
+    return names
+
+
+def digests(host: Any) -> str:
+    return host.check_output("sha256sum " + " ".join(WATCHED))
+
+
+def dpkg_versions(host: Any) -> dict[str, str]:
+    fields = "'${Package} ${Version} ${db:Status-Abbrev}\\n'"
+    out = host.check_output(f"dpkg-query -W -f {fields} " + " ".join(DRIVER_PACKAGES))
+    # Status-Abbrev: wanted state (i install, h hold), then current state (i installed).
+    return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.split()[2][1:2] == "i"}
+
+
+def show_apt(host: Any, title: str) -> None:
+    for command in ("apt-mark showhold", "apt-cache policy nvidia-driver-cuda nvidia-kernel-open-dkms"):
+        print(f"\nAPT ({title}) $ {command}\n{host.check_output(command)}")
+
+
+def invocation(host: Any) -> str:
+    return host.check_output(f"systemctl show {UNIT} --property=InvocationID --value").strip()
+
+
+# --- the converged host ---------------------------------------------------------------------
+
+def test_driver_packages_installed_at_the_pin(host: Any) -> None:
+    assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
+    assert host.package(f"linux-headers-{host.check_output('uname -r')}").is_installed
+
+
+def test_every_driver_package_is_held(host: Any) -> None:
+    assert sorted(host.check_output("apt-mark showhold").split()) == DRIVER_PACKAGES
+
+
+def test_apt_prefers_the_pinned_version_over_newer_ones(host: Any) -> None:
+    policy = host.check_output("apt-cache policy nvidia-driver-cuda")
+    assert f"Installed: {VERSION}-1" in policy and f"Candidate: {VERSION}-1" in policy
+    assert re.search(rf"\*\*\* {re.escape(VERSION)}-1 1001", policy), policy
+    assert f"{NEWER}-1 500" in policy and f"{BRANCH_NEWER}-1 500" in policy  # newer ones exist, not chosen
+    show_apt(host, "converged")
+
+
+def test_upgrades_do_not_move_the_driver(host: Any) -> None:
+    for command in ("apt-get -s upgrade", "apt-get -s dist-upgrade", "apt-get -s install nvidia-driver-cuda"):
+        out = host.check_output(command)
+        assert not re.search(r"^Inst (nvidia|libnvidia|libcuda|firmware-nvidia)", out, re.MULTILINE), out
+
+
+def test_repository_is_a_signed_deb822_source(host: Any) -> None:
+    source = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources").content_string
+    assert "URIs: http://127.0.0.1:8089/compute/cuda/repos/debian12/x86_64/" in source
+    assert "Suites: /" in source and "Signed-By: /etc/apt/keyrings/nvidia-cuda.asc" in source
+    key = host.file("/etc/apt/keyrings/nvidia-cuda.asc")
+    assert key.mode == 0o644 and "BEGIN PGP PUBLIC KEY BLOCK" in key.content_string
+    update = host.run("apt-get update")
+    assert update.rc == 0 and "NO_PUBKEY" not in update.stderr and "not signed" not in update.stderr, update.stderr
+    pin = host.file("/etc/apt/preferences.d/nvidia-driver.pref").content_string
+    assert f"Pin: version {VERSION}-*" in pin and "Pin-Priority: 1001" in pin
+    unattended = host.file("/etc/apt/apt.conf.d/51nvidia-driver-no-upgrade").content_string
+    assert "Unattended-Upgrade::Package-Blacklist" in unattended and '"nvidia-";' in unattended
+
+
+def test_nouveau_blacklisted_and_persistence_daemon_enabled(host: Any) -> None:
+    assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
+    daemon = host.service("nvidia-persistenced")
+    assert daemon.is_running and daemon.is_enabled
+    assert "--persistence-mode" in host.check_output("systemctl cat nvidia-persistenced")
+
+
+def test_fake_nvidia_smi_left_in_place(host: Any) -> None:
+    assert host.run("dpkg -S /usr/bin/nvidia-smi").rc != 0  # no dummy package owns it
+    assert "Fake nvidia-smi" in host.file("/usr/bin/nvidia-smi").content_string
+
+
+def test_stack_installed_by_uv_from_the_wheelhouse(host: Any) -> None:
+    venv = host.check_output("systemctl show sglang-kimi.service -p ExecStart --value").split()[1].split("=", 1)[1]
+    venv = venv.rsplit("/bin/", 1)[0]
+    assert host.check_output(f"{venv}/bin/python -c 'import sglang; print(sglang.__version__)'") == "0.5.23+sim"
+    assert re.search(r"^uv = 0\.13\.9$", host.file(f"{venv}/pyvenv.cfg").content_string, re.MULTILINE)
+    assert host.check_output("/opt/sglang/uv/bin/uv --version").split()[1] == "0.13.9"
+    constraints = host.file(f"{os.path.dirname(venv)}/sglang-constraints.txt").content_string
+    for pin in ("torch==2.14.1", "flashinfer-python==0.7.2", "sglang-kernel==0.4.10"):
+        assert re.search(rf"^{re.escape(pin)}$", constraints, re.MULTILINE), pin
+    assert host.file("/opt/sglang/wheelhouse").is_directory
+
+
+def test_weights_state_is_private_and_token_absent(host: Any) -> None:
+    state = host.file("/var/lib/sglang-deploy/weights")
+    assert state.mode == 0o700 and state.user == "root"
+    assert host.file("/var/lib/sglang-deploy/weights/_models_kimi-k2.5.sha256.json").exists  # the hash cache
+    assert not host.file("/var/lib/sglang-deploy/hf-token").exists
+
+
+# --- drills through the CLI -------------------------------------------------------------------
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    (["-e", "nvidia_driver_reboot_policy=sometimes"], ["nvidia_driver_reboot_policy", "auto, always, never"]),
+    (["-e", f"nvidia_driver_version={BRANCH_NEWER}"], [f"nvidia_driver_version {BRANCH_NEWER} is not of "
+                                                       "nvidia_driver_branch 580"]),
+    (["-e", "nvidia_driver_branch=570", "-e", "nvidia_driver_version=570.195.03"],
+     ["nvidia_driver_branch must be a driver branch of 580 or newer"]),
+    (["-e", "sglang_weights_mode=download"], ["sglang_weights_model_repo", "40-hex-digit commit"]),
+    (["-e", "sglang_stack_uv_version=0.99.0"], ["has no uv 0.99.0 wheel", "pip download uv==0.99.0"]),
+], ids=["reboot-policy", "version-of-other-branch", "branch-too-old", "download-without-revision",
+        "uv-not-in-wheelhouse"])
+def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expected: list[str]) -> None:
+    before, running = digests(host), invocation(host)
+    rc, out, _ = play(*extra)
+    assert rc != 0
+    for text in expected:
+        assert text in out, out[-3000:]
+    assert recap(out)["changed"] == 0
+    assert digests(host) == before and invocation(host) == running
+
+
+def test_secure_boot_with_unsigned_module_refused(host: Any) -> None:
+    fake = ("#!/bin/sh\ncase \"$1\" in\n--sb-state) echo 'SecureBoot enabled';;\n"
+            "--test-key) echo \"$2 is not enrolled\";;\nesac\n")
+    encoded = base64.b64encode(fake.encode()).decode()
+    host.check_output(f"echo {encoded} | base64 -d > /usr/local/bin/mokutil && chmod 755 /usr/local/bin/mokutil")
+    try:
+        before = digests(host)
+        rc, out, _ = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always")
+        assert rc != 0
+        assert "Secure Boot is enabled" in out and "mokutil --sb-state: SecureBoot enabled" in out, out[-3000:]
+        assert "Nothing was changed" in out and recap(out)["changed"] == 0
+        assert digests(host) == before
+        rc, out, _ = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always",
+                          "-e", "nvidia_driver_module_signed=true")  # signed another way
+        assert rc == 0 and recap(out)["changed"] == 0, out[-3000:]
+    finally:
+        host.check_output("rm -f /usr/local/bin/mokutil")
+
+
+def test_signing_key_with_another_fingerprint_refused(host: Any) -> None:
+    rc, out, _ = play("--tags", "nvidia_driver_repo", "--skip-tags", "always",
+                      "-e", "nvidia_driver_repo_key_fingerprint=" + "0" * 40)
+    assert rc != 0
+    assert "not nvidia_driver_repo_key_fingerprint 0000000000000000000000000000000000000000" in out, out[-3000:]
+    assert not host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists  # removed, apt never trusted it
+    rc, out, _ = play("--tags", "nvidia_driver_repo", "--skip-tags", "always")  # downloaded again, trusted
+    assert rc == 0, out[-3000:]
+    assert host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists
+
+
+def test_post_install_check_fails_when_nvidia_smi_reports_7_gpus(host: Any) -> None:
+    host.check_output(f"mkdir -p /etc/sglang-sim && echo '{json.dumps({'gpus': [{}] * 7})}' > {SMI_CONFIG}")
+    try:
+        # The driver role's own check (deploy.yml's host preflight, tagged always, refuses it too).
+        rc, out, _ = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
+        assert rc != 0
+        assert "nvidia-smi reports 7 GPUs, nvidia_driver_gpu_count expects 8" in out, out[-3000:]
+    finally:
+        host.check_output(f"rm -f {SMI_CONFIG}")
+    rc, out, _ = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
+    assert rc == 0, out[-3000:]
+    assert "8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0" in out
+
+
+def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
+    host.check_output(f"cp -p {SHARD} /root/shard.bak && truncate -s -100 {SHARD}")
+    try:
+        before, running = digests(host), invocation(host)
+        rc, out, _ = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
+        assert rc != 0
+        assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, out[-3000:]
+        assert "TASK [sglang_service" not in out  # the play stopped at the weights
+        assert digests(host) == before and invocation(host) == running
+    finally:
+        host.check_output(f"mv /root/shard.bak {SHARD}")
+    rc, out, _ = play("--tags", "weights")
+    assert rc == 0, out[-3000:]
+
+
+def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None:
+    # --check --diff first: shows the new pin and the packages it would install, changes nothing.
+    before = digests(host)
+    rc, out, _ = play(*DRIVER_ONLY, "--check", "--diff", "-e", f"nvidia_driver_version={NEWER}")
+    assert rc == 0, out[-3000:]
+    assert f"+Pin: version {NEWER}-*" in out and f"Would install nvidia-driver-cuda={NEWER}-*" in out
+    assert digests(host) == before and dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
+    rc, out, _ = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
+    # apt moved every package together and kept them held; the reboot handler ran and skipped the
+    # reboot (a container); the check then fails: the running driver is still the old one.
+    assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{NEWER}-1")
+    assert sorted(host.check_output("apt-mark showhold").split()) == DRIVER_PACKAGES
+    assert "RUNNING HANDLER [nvidia_driver : Reboot for the driver" in out
+    assert "reboot skipped because nvidia_driver_container is true" in out, out[-3000:]
+    assert rc != 0 and f"the running driver is {VERSION} (nvidia-smi (nvidia_driver_container)) but {NEWER}" in out
+    show_apt(host, f"after the pin change to {NEWER}")
+    # The "reboot": the fake nvidia-smi now reports the new driver. Nothing left to change.
+    host.check_output(f"mkdir -p /etc/sglang-sim && echo '{json.dumps({'driver_version': NEWER})}' > {SMI_CONFIG}")
+    rc, out, _ = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
+    assert rc == 0 and recap(out)["changed"] == 0, changed_tasks(out)
+    # Back to the inventory's version (a downgrade), with the "reboot" done up front.
+    host.check_output(f"rm -f {SMI_CONFIG}")
+    rc, out, _ = play(*DRIVER_ONLY)
+    assert rc == 0, out[-3000:]
+    assert "RUNNING HANDLER [nvidia_driver : Reboot for the driver" in out
+    assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
+    assert sorted(host.check_output("apt-mark showhold").split()) == DRIVER_PACKAGES
