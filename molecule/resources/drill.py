@@ -1,0 +1,25 @@
+"""What the Molecule verify tests share: running a playbook of this repository through the CLI,
+against the scenario's inventory, as a user does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+
+
+def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
+    """ansible-playbook NAME -i <scenario inventory> EXTRA...: (rc, stdout+stderr, seconds). Results are
+    printed as JSON, so a message stays on one line for the tests to read."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    argv = ["ansible-playbook", name, "-i", os.path.dirname(INVENTORY), *extra]
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s")
+    return proc.returncode, proc.stdout + proc.stderr, seconds

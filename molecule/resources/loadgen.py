@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Steady generation load through an sglang-router, bounded in requests and time.
+
+    loadgen.py --router http://ROUTER:30080 --expect 3 [--concurrency 4] [--max-requests 4000]
+               [--max-seconds 300] [--stop-file PATH] [--events PATH]
+
+Sends /generate requests from a few threads until the stop file appears or a bound is reached,
+while polling the router's /workers every 0.5 s. Ends by printing one line:
+
+    LOAD SUMMARY sent=N ok=N failed=N min_healthy=K/EXPECT
+
+and writes each change of the router's worker list (removed / added / healthy) with a timestamp to
+--events as JSON lines. Only the given router URL is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Tally:
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, error: str | None) -> None:
+        with self.lock:
+            self.sent += 1
+            if error is None:
+                self.ok += 1
+            else:
+                self.failed += 1
+                if len(self.errors) < 20:
+                    self.errors.append(error)
+
+
+def get_json(url: str, body: dict | None = None, timeout: float = 60) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return json.loads(answer.read().decode())
+
+
+def generate_forever(args: argparse.Namespace, tally: Tally, stop: threading.Event, number: int) -> None:
+    i = 0
+    while not stop.is_set():
+        with tally.lock:
+            if tally.sent >= args.max_requests:
+                stop.set()
+                return
+        i += 1
+        prompt = f"load {number}-{i}: the capital of France is"
+        try:
+            reply = get_json(args.router + "/generate",
+                             {"text": prompt, "sampling_params": {"max_new_tokens": args.tokens, "temperature": 0}})
+            error = None if reply.get("meta_info", {}).get("completion_tokens", 0) >= 1 else f"empty reply {reply}"
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}"
+        tally.record(error)
+
+
+def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) -> None:
+    previous: dict[str, bool] = {}
+    events = open(args.events, "a", encoding="utf-8") if args.events else None  # noqa: SIM115
+    while not stop.is_set():
+        try:
+            listing = get_json(args.router + "/workers", timeout=5)
+            current = {w["url"]: bool(w.get("is_healthy")) for w in listing.get("workers", [])}
+            healthy = sum(current.values())
+            state["min_healthy"] = min(state.get("min_healthy", healthy), healthy)
+            for url in sorted(set(previous) | set(current)):
+                before, after = previous.get(url), current.get(url)
+                if before != after and events is not None:
+                    what = "removed" if after is None else ("added" if before is None else
+                                                            ("healthy" if after else "unhealthy"))
+                    if not (before is None and not previous):  # the first poll is the baseline
+                        events.write(json.dumps({"t": time.time(), "url": url, "event": what}) + "\n")
+                        events.flush()
+            previous = current
+        except (urllib.error.URLError, OSError, ValueError):
+            state["min_healthy"] = 0
+        time.sleep(0.5)
+    if events is not None:
+        events.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--router", required=True)
+    parser.add_argument("--expect", type=int, required=True, help="servers the router should have")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--max-requests", type=int, default=4000)
+    parser.add_argument("--max-seconds", type=float, default=300)
+    parser.add_argument("--stop-file")
+    parser.add_argument("--events")
+    args = parser.parse_args()
+    args.router = args.router.rstrip("/")
+    tally, stop, state = Tally(), threading.Event(), {}
+    threads = [threading.Thread(target=watch_workers, args=(args, stop, state), daemon=True)]
+    threads += [threading.Thread(target=generate_forever, args=(args, tally, stop, n), daemon=True)
+                for n in range(args.concurrency)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + args.max_seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        if args.stop_file and os.path.exists(args.stop_file):
+            break
+        time.sleep(0.2)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=70)
+    for error in tally.errors:
+        print("LOAD ERROR", error)
+    print(f"LOAD SUMMARY sent={tally.sent} ok={tally.ok} failed={tally.failed} "
+          f"min_healthy={state.get('min_healthy', 0)}/{args.expect}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

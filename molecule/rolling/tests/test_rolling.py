@@ -1,0 +1,171 @@
+"""Verify the rolling scenario: a change rolls across three servers under load without a failed
+request; a change that crashes the second server is rolled back there and stops the rollout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+sys.path.insert(0, str(PROJECT / "molecule" / "resources"))
+from drill import run_playbook  # noqa: E402
+
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+testinfra_hosts = RUNNER.get_hosts("sglang_routers")  # tests run once; servers are reached by name
+WORKERS = ["sglang-rolling-1", "sglang-rolling-2", "sglang-rolling-3"]
+UNIT = "sglang-kimi.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+
+
+def on(name: str) -> Any:
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def deploy(*extra: str) -> tuple[int, str, float]:
+    return run_playbook("deploy.yml", *extra)
+
+
+def router_ip() -> str:
+    return subprocess.check_output(
+        ["docker", "inspect", "-f", '{{(index .NetworkSettings.Networks "sglang-rolling-net").IPAddress}}',
+         "sglang-rolling-router"], text=True).strip()
+
+
+class Load:
+    """The bounded load generator, run on the controller against the router's address on the test network."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.stop_file, self.events = tmp / "stop", tmp / "events.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PROJECT / "molecule/resources/loadgen.py"), "--router", f"http://{router_ip()}:30080",
+             "--expect", "3", "--concurrency", "4", "--max-requests", "6000", "--max-seconds", "400",
+             "--stop-file", str(self.stop_file), "--events", str(self.events)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(3)  # a baseline before the change starts
+
+    def finish(self) -> dict[str, int]:
+        time.sleep(2)
+        self.stop_file.touch()
+        out, _ = self.proc.communicate(timeout=120)
+        print(out)
+        match = re.search(r"^LOAD SUMMARY sent=(\d+) ok=(\d+) failed=(\d+) min_healthy=(\d+)/3$", out, re.M)
+        assert match, out
+        return dict(zip(("sent", "ok", "failed", "min_healthy"), map(int, match.groups()), strict=True))
+
+    def router_events(self) -> list[dict[str, Any]]:
+        if not self.events.exists():
+            return []
+        return [json.loads(line) for line in self.events.read_text().splitlines()]
+
+
+def journal_times(name: str, pattern: str, since: float) -> list[float]:
+    out = on(name).check_output(f"journalctl -u {UNIT} -o json --no-pager --since=@{int(since)}")
+    return [int(json.loads(line)["__REALTIME_TIMESTAMP"]) / 1e6 for line in out.splitlines()
+            if pattern in str(json.loads(line).get("MESSAGE", ""))]
+
+
+def timeline(load: Load, since: float) -> list[tuple[float, str, str]]:
+    rows = [(e["t"], e["url"].split("//")[1].split(":")[0], "router: " + e["event"]) for e in load.router_events()]
+    for name in WORKERS:
+        rows += [(t, name, "systemd: started (restart)") for t in journal_times(name, f"Started {UNIT}", since)]
+        rows += [(t, name, "server: fired up (ready)") for t in journal_times(name, "fired up and ready", since)]
+    return sorted(rows)
+
+
+def print_timeline(rows: list[tuple[float, str, str]], since: float) -> None:
+    for t, name, what in rows:
+        print(f"MEASURED timeline +{t - since:6.1f} s  {name:18} {what}")
+
+
+def digest(name: str) -> str:
+    return on(name).check_output(f"sha256sum {UNIT_PATH} /etc/sglang/kimi.env")
+
+
+def invocation(name: str) -> str:
+    return on(name).check_output(f"systemctl show {UNIT} --property=InvocationID --value")
+
+
+def healthy(name: str) -> bool:
+    code = on(name).run("curl -s -o /dev/null -w '%{http_code}' --max-time 30 http://127.0.0.1:30000/health_generate")
+    return code.stdout.strip() == "200"
+
+
+def test_router_serves_through_three_healthy_servers(host: Any) -> None:
+    listing = json.loads(host.check_output("curl -s http://127.0.0.1:30080/workers"))
+    assert sorted((w["url"], w["is_healthy"]) for w in listing["workers"]) == [
+        (f"http://{name}:30000", True) for name in WORKERS]
+    body = host.check_output("curl -s http://127.0.0.1:30080/generate -H 'Content-Type: application/json' "
+                             "-d '{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
+    assert json.loads(body)["meta_info"]["completion_tokens"] == 4
+    assert host.service("sglang-router").is_running
+
+
+def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp_path: Path) -> None:
+    since = time.time()
+    load = Load(tmp_path)
+    rc, out, seconds = deploy("-e", "hicache_ratio=3.0")
+    summary = load.finish()
+    rows = timeline(load, since)
+    print_timeline(rows, since)
+    print(f"MEASURED roll of 3 servers: {seconds:.1f} s wall")
+    assert rc == 0, out[-4000:]
+    assert summary["failed"] == 0 and summary["sent"] > 100, summary
+    assert summary["min_healthy"] >= 2, summary
+    for name in WORKERS:
+        assert "--hicache-ratio 3.0" in on(name).file(UNIT_PATH).content_string
+        assert healthy(name)
+    # One server at a time: each is removed, restarted, ready and re-added before the next is removed.
+    order = [(name, what) for _, name, what in rows if what != "router: healthy"]
+    expected = []
+    for name in WORKERS:
+        expected += [(name, "router: removed"), (name, "systemd: started (restart)"),
+                     (name, "server: fired up (ready)"), (name, "router: added")]
+    assert order == expected, order
+
+
+def test_a_crashing_change_is_rolled_back_and_stops_the_rollout(host: Any, tmp_path: Path) -> None:
+    before = {name: digest(name) for name in WORKERS}
+    third = invocation("sglang-rolling-3")
+    since = time.time()
+    load = Load(tmp_path)
+    rc, out, seconds = deploy("-e", "hicache_ratio=4.0", "-e", "drill_crash_host=sglang-rolling-2")
+    summary = load.finish()
+    print_timeline(timeline(load, since), since)
+    print(f"MEASURED fault drill: play failed after {seconds:.1f} s")
+    assert rc != 0
+    assert "ROLLOUT STOPPED at sglang-rolling-2" in out, out[-4000:]
+    assert "rolled back to the last good configuration" in out and "CUDA error" in out, out[-4000:]
+    assert "--hicache-ratio 4.0" in on("sglang-rolling-1").file(UNIT_PATH).content_string
+    assert digest("sglang-rolling-2") == before["sglang-rolling-2"], "not restored byte for byte"
+    assert healthy("sglang-rolling-2")
+    assert digest("sglang-rolling-3") == before["sglang-rolling-3"]
+    assert invocation("sglang-rolling-3") == third, "the third server was restarted"
+    assert not [e for e in load.router_events() if "sglang-rolling-3" in e["url"]], "the third server was drained"
+    assert summary["failed"] == 0, summary
+    assert summary["min_healthy"] >= 2, summary
+
+
+def test_rollback_playbook_undoes_the_last_rollout_on_one_server(host: Any) -> None:
+    rc, out, _ = run_playbook("playbooks/rollback.yml", "-l", "sglang-rolling-1")
+    assert rc == 0, out[-4000:]
+    unit = on("sglang-rolling-1").file(UNIT_PATH).content_string
+    assert "--hicache-ratio 3.0" in unit and "--hicache-ratio 4.0" not in unit
+    assert digest("sglang-rolling-1") == digest("sglang-rolling-3"), "not the previous configuration byte for byte"
+    listing = json.loads(host.check_output("curl -s http://127.0.0.1:30080/workers"))
+    assert sorted((w["url"], w["is_healthy"]) for w in listing["workers"]) == [
+        (f"http://{name}:30000", True) for name in WORKERS]
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_every_server_serves_at_the_end(name: str) -> None:
+    assert healthy(name)
