@@ -31,14 +31,15 @@ stamp=".venv/.requirements-$(sha256sum requirements.txt | cut -c1-16)"
 if [ ! -e "$stamp" ]; then
   log "python toolchain -> .venv (requirements.txt)"
   python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+  .venv/bin/python -c 'import ansible, molecule, testinfra'  # the install above must have worked
   touch "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 
 if ! ansible-galaxy collection install -r requirements.yml -p .cache/collections >.cache/galaxy.log 2>&1; then
   log "Galaxy unreachable: collections from the ansible 12.3.0 wheel on PyPI"
-  .venv/bin/pip download -q --no-deps -d .cache/wheels ansible==12.3.0
+  .venv/bin/pip download -q --no-deps -d .cache/wheels ansible==12.3.0 2>&1 | grep -v "^WARNING: Location" || true
   .venv/bin/python - <<'PY'
 import glob, zipfile, yaml
 wanted = [c["name"].replace(".", "/") for c in yaml.safe_load(open("requirements.yml"))["collections"]]
@@ -54,5 +55,19 @@ fi
 log "systemd image"
 bash scripts/build-image.sh
 
-log "wheelhouse (SGLang simulator)"
-python3 molecule/resources/simulator/build_wheel.py --version "$(sed -n 's/^sglang_version: "\(.*\)"/\1/p' roles/sglang/defaults/main.yml)" --out .cache/wheelhouse
+pin() { sed -n "s/^$1: \"\(.*\)\"/\1/p" "$2"; }
+log "wheelhouse: the SGLang simulator, and sglang-router with its dependencies (offline installs)"
+python3 molecule/resources/simulator/build_wheel.py --version "$(pin sglang_version roles/sglang/defaults/main.yml)" \
+  --out .cache/wheelhouse
+uv=$(pin sglang_stack_uv_version roles/sglang_stack/defaults/main.yml)
+if ! ls .cache/wheelhouse/uv-"$uv"-*.whl >/dev/null 2>&1; then
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \
+    "uv==$uv" 2>&1 | grep -v "^WARNING: Location" || true
+fi
+ls .cache/wheelhouse/uv-"$uv"-*.whl >/dev/null
+router=$(pin sglang_router_version roles/sglang_router/defaults/main.yml)
+if ! ls .cache/wheelhouse-router/sglang_router-"$router"-*.whl >/dev/null 2>&1; then
+  .venv/bin/pip download -q --disable-pip-version-check --only-binary=:all: -d .cache/wheelhouse-router \
+    -c "roles/sglang_router/files/constraints-$router.txt" "sglang-router==$router" 2>&1 | grep -v "^WARNING: Location" || true
+fi
+ls .cache/wheelhouse-router/sglang_router-"$router"-*.whl >/dev/null

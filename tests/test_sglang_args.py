@@ -191,3 +191,27 @@ def test_env_file_quoting() -> None:
     assert body == 'A="x \\$HOME \\"q\\" \\`t\\` b\\\\s"\nB="1"'
     with pytest.raises(ValueError, match="bad environment variable name"):
         sglang_args.env_file_lines({"A B": "x"})
+
+
+def test_multinode_group_gives_rank_size_and_rendezvous() -> None:
+    group = {"group": "sglang_multinode_big", "members": ["a", "b"], "host": "b", "first_host": "10.0.0.1",
+             "port": 20000}
+    result = resolve(sglang_tp_size=16, multinode=group, sglang_advertise_host="10.0.0.2")
+    assert result["ok"], result["errors"]
+    assert ["--nnodes", "2"] in result["args"] and ["--node-rank", "1"] in result["args"]
+    assert ["--dist-init-addr", "10.0.0.1:20000"] in result["args"]
+    assert result["primary"] is False and result["url"] == "http://10.0.0.2:30000"
+    first = resolve(sglang_tp_size=16, multinode=dict(group, host="a"))
+    assert first["primary"] is True and ["--node-rank", "0"] in first["args"]
+
+
+def test_multinode_refuses_a_tp_size_that_does_not_split() -> None:
+    group = {"group": "g", "members": ["a", "b", "c"], "host": "a", "first_host": "a", "port": 20000}
+    result = resolve(sglang_tp_size=8, multinode=group)
+    assert any(e.startswith("sglang_tp_size: 8 does not split over the 3 hosts") for e in result["errors"])
+
+
+def test_single_host_has_no_multinode_flags() -> None:
+    result = resolve()
+    assert result["primary"] is True and result["multinode"]["nnodes"] == 1
+    assert "--nnodes" not in result["argv"]

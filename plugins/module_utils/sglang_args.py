@@ -16,15 +16,18 @@ them through the ``sglang`` filter plugin and build nothing themselves.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 try:  # imported as a plain module by the filter plugin, the simulator builder and the tests
     import sglang_catalog as catalogs
+    from sglang_types import is_unset as _is_unset
+    from sglang_types import to_bool, to_float, to_int
 except ImportError:  # pragma: no cover - package-relative import when vendored
     from . import sglang_catalog as catalogs  # type: ignore[no-redef]
+    from .sglang_types import is_unset as _is_unset  # type: ignore[no-redef]
+    from .sglang_types import to_bool, to_float, to_int  # type: ignore[no-redef]
 
 Args = list[tuple[str, list[str]]]  # (flag, values): [] = bare flag, [v] = one value, [v, ...] = nargs
 
@@ -48,6 +51,9 @@ SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 _INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FLAG_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# Options the deploy passes another way: secrets through the --config file it writes itself.
+_KEPT_OUT_OF_ARGV = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key",
+                     "config": "the variables above (the deploy writes SGLang's --config file itself)"}
 
 
 class _Problems:
@@ -65,49 +71,6 @@ class _Problems:
 
 
 # --- value typing -------------------------------------------------------------------------
-
-def _is_unset(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() in ("", "None", "null"))
-
-
-def to_bool(value: Any) -> bool:
-    """Booleans as Ansible users write them; `-e x=false` arrives as the string "false"."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise ValueError(f"{value!r} is not a boolean")
-
-
-def to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not an integer")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip()
-    if re.match(r"^[+-]?\d+$", text):
-        return int(text)
-    raise ValueError(f"{value!r} is not an integer")
-
-
-def to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{value!r} is not a number") from None
-    if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"{value!r} is not a finite number")
-    return number
-
 
 def format_value(value: Any) -> str:
     """How a typed value is written on the command line: 2.0 stays 2.0, True is never written."""
@@ -259,8 +222,46 @@ def _speculative_args(v: dict[str, Any], p: _Problems) -> Args:
     return args
 
 
-def _named_args(v: dict[str, Any], n: dict[str, str], p: _Problems) -> Args:
-    args = _core_args(v, n, p) + _hicache_args(v, n, p) + _speculative_args(v, p)
+def multinode(v: dict[str, Any], p: _Problems) -> dict[str, Any]:
+    """Rank and size of this host in its multi-node group (a group of one when there is none)."""
+    spec = v.get("multinode") or {}
+    group, members, host = spec.get("group") or "", list(spec.get("members") or []), spec.get("host")
+    if not group:
+        return {"group": "", "nnodes": 1, "node_rank": 0, "dist_init_addr": ""}
+    if host not in members:
+        p.error("sglang_multinode_group", f"{host} is not a member of group {group!r}; "
+                "allowed: a group this host is in")
+        return {"group": group, "nnodes": 1, "node_rank": 0, "dist_init_addr": ""}
+    port = _checked(p, "sglang_dist_init_port", spec.get("port"), to_int, "an integer from 1 to 65535",
+                    lambda x: 1 <= x <= 65535)
+    tp = v.get("sglang_tp_size")
+    try:
+        if len(members) > 1 and to_int(tp) % len(members):
+            p.error("sglang_tp_size", f"{tp} does not split over the {len(members)} hosts of {group}; "
+                    "allowed: a multiple of the group size")
+    except ValueError:
+        pass  # reported with the core arguments
+    return {"group": group, "nnodes": len(members), "node_rank": members.index(host),
+            "dist_init_addr": f"{str(spec.get('first_host') or '').strip()}:{port}"}
+
+
+def _multinode_args(node: dict[str, Any]) -> Args:
+    if node["nnodes"] <= 1:
+        return []
+    return [("--nnodes", [str(node["nnodes"])]), ("--node-rank", [str(node["node_rank"])]),
+            ("--dist-init-addr", [node["dist_init_addr"]])]
+
+
+def _secret_args(v: dict[str, Any]) -> Args:
+    """API keys go to SGLang through a --config YAML file, never on the command line."""
+    secrets = v.get("secrets") or {}
+    wanted = [key for key in ("api_key", "admin_api_key") if secrets.get(key) and to_bool(secrets[key])]
+    return [("--config", [str(secrets.get("file") or "")])] if wanted else []
+
+
+def _named_args(v: dict[str, Any], n: dict[str, str], p: _Problems, node: dict[str, Any]) -> Args:
+    args = (_core_args(v, n, p) + _multinode_args(node) + _hicache_args(v, n, p) + _speculative_args(v, p)
+            + _secret_args(v))
     metrics = _checked(p, "sglang_enable_metrics", v.get("sglang_enable_metrics", True), to_bool, "true or false")
     if metrics:
         args.append(("--enable-metrics", []))
@@ -293,6 +294,10 @@ def _extra_args(extra: Any, catalog: catalogs.Catalog | None, taken: dict[str, s
             hint = catalogs.suggest(catalog, flag)
             p.error(var, "{} is not a flag of sglang {}{}".format(
                 flag, catalog["version"], "; did you mean {}?".format(" or ".join(hint)) if hint else ""))
+            continue
+        if option is not None and option["dest"] in _KEPT_OUT_OF_ARGV:
+            p.error(var, f"would put {flag} on the command line, visible to every local user; "
+                    f"allowed: {_KEPT_OUT_OF_ARGV[option['dest']]}")
             continue
         if option is not None:
             flag = option["flags"][0]
@@ -367,6 +372,27 @@ def _check_value(var: str, flag: str, option: dict[str, Any], value: str, versio
             value, flag, version, ", ".join(str(c) for c in choices)))
 
 
+def flag_groups(mapping: dict[str, Any], var: str) -> list[list[str]]:
+    """Flags of another program (sglang-router) from a {flag: value} mapping, without a catalog:
+    true = bare flag, false/null = omitted, list = repeated. Raises ValueError naming `var`."""
+    problems = _Problems()
+    groups: list[list[str]] = []
+    for key in sorted(mapping or {}, key=lambda k: _flag_name(k) or str(k)):
+        flag = _flag_name(key)
+        if flag is None:
+            problems.error(f"{var}[{key!r}]", "is not a flag name; allowed: lower-case words joined by '-' or '_'")
+            continue
+        value = mapping[key]
+        if value is True:
+            groups.append([flag])
+        elif value is not None and value is not False:
+            emitted = _extra_values(f"{var}[{key!r}]", flag, None, value, problems)
+            groups.extend([name, *words] for name, words in emitted)
+    if problems.errors:
+        raise ValueError("; ".join(problems.errors))
+    return groups
+
+
 # --- environment ---------------------------------------------------------------------------
 
 def _env(value: Any, p: _Problems) -> dict[str, str]:
@@ -410,7 +436,8 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         catalog = catalogs.load_catalog(version, catalog_directory)
     except catalogs.CatalogError as exc:
         problems.error("sglang_version", str(exc))
-    named = _named_args(values, names, problems)
+    node = multinode(values, problems)
+    named = _named_args(values, names, problems, node)
     sources = {flag: names.get(_source_var(flag), _source_var(flag)) for flag, _ in named}
     taken: dict[str, str] = {}
     if catalog:
@@ -419,8 +446,11 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         _check_against_catalog(named, catalog, sources, problems)
     extra = _extra_args(values.get("sglang_extra_args"), catalog, taken, problems)
     args = named + extra
+    for flag, _ in extra:
+        sources.setdefault(flag, f"sglang_extra_args[{flag[2:]!r}]")
     env = _env(values.get("sglang_env"), problems)
     argv = [word for flag, words in args for word in [flag, *words]]
+    advertise = str(values.get("sglang_advertise_host") or "").strip()
     return {
         "ok": not problems.errors,
         "errors": problems.errors,
@@ -431,12 +461,21 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         "args": [[flag, *words] for flag, words in args],
         "argv": argv,
         "env": env,
+        # How the router reaches this server; only a group's rank 0 serves (other ranks run a dummy health).
+        # Which variable each flag came from, and the names the user typed (-e short names), for messages.
+        "sources": sources,
+        "names": {var: name for var, name in names.items() if name != var},
+        "url": f"http://{advertise}:{values.get('sglang_port')}" if advertise else "",
+        "primary": node["node_rank"] == 0,
+        "multinode": node,
     }
 
 
 def _source_var(flag: str) -> str:
     """The role variable a named flag comes from, for messages about catalog mismatches."""
-    special = {"--enable-hierarchical-cache": "sglang_hicache_enabled", "--enable-metrics": "sglang_enable_metrics"}
+    special = {"--enable-hierarchical-cache": "sglang_hicache_enabled", "--enable-metrics": "sglang_enable_metrics",
+               "--nnodes": "sglang_multinode_group", "--node-rank": "sglang_multinode_group",
+               "--dist-init-addr": "sglang_dist_init_port", "--config": "sglang_api_key"}
     if flag in special:
         return special[flag]
     return "sglang_" + flag[2:].replace("-", "_")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
+import sys
 import time
 from typing import Any
 
@@ -18,6 +18,9 @@ import testinfra.utils.ansible_runner
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+sys.path.insert(0, os.path.join(PROJECT, "molecule", "resources"))
+from drill import run_playbook  # noqa: E402
+
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
 
 UNIT = "sglang-kimi.service"
@@ -25,22 +28,14 @@ UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 ENV_PATH = "/etc/sglang/kimi.env"
 SERVED_NAME = "kimi k2.5 (molecule) 100% $HOME"
 QUOTING_PROBE = 'x $HOME 100% "quoted" `tick` back\\slash'
+API_KEY = "mol-SECRET-7f3a9c"
 SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": 1, "SGLANG_SIM_LOAD_SECONDS": 6,
                "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
                "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
 
 
 def deploy(*extra: str) -> tuple[int, str, float]:
-    """Run the real deploy.yml through the CLI against this scenario's inventory."""
-    # JSON results: messages stay on one line, so the tests can read them.
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    argv = ["ansible-playbook", "deploy.yml", "-i", os.path.dirname(INVENTORY), *extra]
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
-    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s")
-    return proc.returncode, proc.stdout + proc.stderr, seconds
+    return run_playbook("deploy.yml", *extra)
 
 
 def recap(output: str) -> dict[str, int]:
@@ -78,7 +73,7 @@ def test_unit_file(host: Any) -> None:
     for line in ("User=sglang", "KillMode=mixed", "Restart=on-failure", "LimitMEMLOCK=infinity",
                  "LimitNOFILE=1048576", "StartLimitBurst=3", "TimeoutStartSec=120", "TimeoutStopSec=120",
                  "EnvironmentFile=/etc/sglang/kimi.env",
-                 "ExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server"):
+                 "ExecStart=/opt/sglang/0.5.23/venv/bin/python -m sglang.launch_server"):
         assert line in text, line
     for flag in ("--enable-hierarchical-cache", "--hicache-ratio 2.0", "--hicache-write-policy write_through",
                  "--hicache-io-backend kernel", "--speculative-algorithm EAGLE3", "--tp-size 8",
@@ -91,6 +86,10 @@ def test_systemd_accepts_the_unit(host: Any) -> None:
     result = host.run(f"systemd-analyze verify {UNIT_PATH}")
     assert result.rc == 0, result.stderr
     assert show(host, "LimitMEMLOCK")["LimitMEMLOCK"] == "infinity"
+    score = host.check_output(f"systemd-analyze security --offline=true {UNIT_PATH} | tail -1")
+    exposure = float(re.search(r"exposure level for \S+: ([\d.]+)", score).group(1))
+    print(f"MEASURED systemd-analyze security exposure of the rendered unit: {exposure}")
+    assert exposure <= 5.0, score
 
 
 def test_environment_file(host: Any) -> None:
@@ -122,8 +121,28 @@ def test_health_is_a_real_generation(host: Any) -> None:
     assert healthy(host)
     body = host.check_output(
         "curl -s --max-time 30 http://127.0.0.1:30000/generate -H 'Content-Type: application/json' "
+        f"-H 'Authorization: Bearer {API_KEY}' "
         "-d '{\"text\": \"Hello\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
     assert json.loads(body)["meta_info"]["completion_tokens"] == 4
+
+
+def test_the_api_key_is_enforced_and_kept_out_of_sight(host: Any) -> None:
+    unauthenticated = host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models")
+    assert unauthenticated.stdout == "401"
+    assert API_KEY not in host.check_output(f"systemctl show {UNIT} --property=ExecStart")
+    assert API_KEY not in host.file(UNIT_PATH).content_string
+    cgroup = host.check_output(f"systemctl show {UNIT} --property=ControlGroup --value")
+    for pid in host.check_output(f"cat /sys/fs/cgroup/systemd{cgroup}/cgroup.procs").split():
+        assert API_KEY not in host.file(f"/proc/{pid}/cmdline").content_string
+        assert API_KEY not in host.file(f"/proc/{pid}/environ").content_string
+    secrets = host.file("/etc/sglang/kimi.secrets.yaml")
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "sglang", 0o640)
+    world_readable = host.run(f"find / -xdev -type f -perm -o+r -size -1M -exec grep -l -F -e {API_KEY} {{}} + "
+                              "2>/dev/null")
+    assert world_readable.stdout.strip() == "", world_readable.stdout
+    rc, out, _ = deploy("-vvv")
+    assert rc == 0, out[-3000:]
+    assert API_KEY not in out
 
 
 def test_idempotence_step_restarted_nothing(host: Any) -> None:
