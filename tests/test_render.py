@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import shutil
 import subprocess
@@ -68,3 +69,35 @@ def test_refusal_names_the_variable_and_writes_nothing(tmp_path: Path) -> None:
     assert "hicache_ratio (overrides sglang_hicache_ratio): 0.9 is out of range; allowed: a number above 1.0" \
         in proc.stdout
     assert not (tmp_path / "gpu-node-1").exists()
+
+
+def run_playbook(name: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    return subprocess.run([playbook, name, "-i", "inventory/example", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("name", ["playbooks/render.yml", "playbooks/plan.yml"])
+def test_a_flag_the_pinned_version_does_not_know_is_refused(name: str, tmp_path: Path) -> None:
+    proc = run_playbook(name, "-e", f"render_dir={tmp_path}", "-e", '{"sglang_extra_args": {"cuda-graph-max-bs": 8}}')
+    assert proc.returncode != 0
+    assert "sglang_extra_args['cuda-graph-max-bs']: --cuda-graph-max-bs is not a flag of sglang 0.5.23" in proc.stdout
+    assert "did you mean --cuda-graph-max-bs-decode" in proc.stdout
+
+
+def test_plan_refuses_hicache_size_300_naming_the_per_rank_meaning(tmp_path: Path) -> None:
+    proc = run_playbook("playbooks/plan.yml", "-e", "hicache_size=300", "-e", f"plan_json={tmp_path}/plan.json")
+    assert proc.returncode != 0
+    assert "hicache_size (overrides sglang_hicache_size): 300 is GB per TP rank, not a total" in proc.stdout
+    assert "8 ranks x 302.19 GB" in proc.stdout and "449.00 GB" in proc.stdout
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["gpu-node-1"]["ok"] is False and plan["gpu-node-1"]["host_kv_bytes_total"] > 2 * 10**12
+
+
+def test_plan_of_the_example_host(tmp_path: Path) -> None:
+    proc = run_playbook("playbooks/plan.yml", "-e", f"plan_json={tmp_path}/plan.json")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    plan = json.loads((tmp_path / "plan.json").read_text())["gpu-node-1"]
+    assert plan["ok"] and plan["kv_bytes_per_token"] == 70_272 and plan["max_concurrent_requests"] > 0
+    assert "KV cache per token, per rank           70,272 B" in proc.stdout

@@ -32,7 +32,8 @@ def on(name: str) -> Any:
 
 
 def deploy(*extra: str) -> tuple[int, str, float]:
-    return run_playbook("deploy.yml", *extra)
+    """The rollout phases of deploy.yml (validation always runs); converge already installed the hosts."""
+    return run_playbook("deploy.yml", "--tags", "router,service", *extra)
 
 
 def router_ip() -> str:
@@ -124,6 +125,8 @@ def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp
     for name in WORKERS:
         assert "--hicache-ratio 3.0" in on(name).file(UNIT_PATH).content_string
         assert healthy(name)
+        hook_log = on(name).file("/var/log/sglang-post-restart-hook.log").content_string
+        assert f"rejoined with invocation {invocation(name)}" in hook_log, hook_log
     # One server at a time: each is removed, restarted, ready and re-added before the next is removed.
     order = [(name, what) for _, name, what in rows if what != "router: healthy"]
     expected = []
