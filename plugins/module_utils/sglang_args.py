@@ -291,9 +291,7 @@ def _extra_args(extra: Any, catalog: catalogs.Catalog | None, taken: dict[str, s
             continue
         option = catalogs.find_option(catalog, flag) if catalog else None
         if catalog and option is None:
-            hint = catalogs.suggest(catalog, flag)
-            p.error(var, "{} is not a flag of sglang {}{}".format(
-                flag, catalog["version"], "; did you mean {}?".format(" or ".join(hint)) if hint else ""))
+            _unknown_flag(var, flag, catalog, p)
             continue
         if option is not None and option["dest"] in _KEPT_OUT_OF_ARGV:
             p.error(var, f"would put {flag} on the command line, visible to every local user; "
@@ -349,12 +347,17 @@ def _check_against_catalog(args: Args, catalog: catalogs.Catalog, sources: dict[
         var = sources.get(flag, flag)
         option = index.get(flag)
         if option is None:
-            hint = catalogs.suggest(catalog, flag)
-            p.error(var, "{} is not a flag of sglang {}{}".format(
-                flag, catalog["version"], "; did you mean {}?".format(" or ".join(hint)) if hint else ""))
+            _unknown_flag(var, flag, catalog, p)
             continue
         for value in values:
             _check_value(var, flag, option, value, catalog["version"], p)
+
+
+def _unknown_flag(var: str, flag: str, catalog: catalogs.Catalog, p: _Problems) -> None:
+    hint = catalogs.suggest(catalog, flag)
+    version = catalog["version"]
+    p.error(var, f"{flag} is not a flag of sglang {version}; allowed: an option of that version "
+            f"(catalogs/sglang-{version}.json)" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
 
 
 def _check_value(var: str, flag: str, option: dict[str, Any], value: str, version: str, p: _Problems) -> None:
