@@ -4,10 +4,12 @@
 # exists. Set SGLANG_DEPLOY_IMAGE to use any other systemd image instead (nothing is built then).
 set -euo pipefail
 
-IMAGE="${SGLANG_DEPLOY_IMAGE:-sglang-deploy/debian12-systemd:3}"
+IMAGE="${SGLANG_DEPLOY_IMAGE:-sglang-deploy/debian12-systemd:4}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-# What a bare Debian GPU host has, plus what Ansible needs on it (python3, python3-apt, python3-debian).
-PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,python3-debian,iproute2,procps,ca-certificates,kmod,gnupg,curl
+# What a bare Debian GPU host has, plus what Ansible needs on it (python3, python3-apt, python3-debian),
+# plus g++ and python3-dev: role sglang_stack installs them on a real host; baked in here, so that no
+# test host downloads a compiler from the Debian mirror (the probe drills remove Python.h on purpose).
+PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,python3-apt,python3-debian,iproute2,procps,ca-certificates,kmod,gnupg,curl,g++,python3-dev
 
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
   echo "image $IMAGE present"

@@ -2,7 +2,8 @@
 # Install and start everything sglang-deploy's demo and tests need, on a bare Debian 12 machine as
 # root: Debian packages (Docker engine, debootstrap), a running dockerd, the pinned Python toolchain
 # in .venv, the pinned Ansible collections in .cache/collections, the systemd image, and the
-# wheelhouse with the SGLang simulator. Every step is skipped when already done.
+# wheelhouse with the SGLang simulator, the sandbox's GPU device nodes. Every step is skipped when
+# already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -52,13 +53,48 @@ PY
     || { cat .cache/galaxy.log >&2; exit 1; }
 fi
 
+# The sandbox hosts' GPU device nodes, given to each container with `docker --device` (which also lets
+# the container open them): major 195 like the NVIDIA driver's, and a free dynamic major for nvidia-uvm.
+# No driver stands behind them, so an open() that the unit's device policy allows fails with ENXIO,
+# and one it denies with EPERM: the simulator tells the two apart, so the policy really decides.
+log "sandbox GPU device nodes (.cache/sandbox-dev)"
+uvm_major=509
+for major in 195 "$uvm_major"; do
+  if awk -v m="$major" '/^Block devices:/{exit} $1 == m {found=1} END{exit !found}' /proc/devices; then
+    echo "major $major is registered on this machine (/proc/devices); the sandbox's fake GPU nodes would reach" \
+      "a real driver. Run the sandbox on a machine without NVIDIA devices." >&2
+    exit 1
+  fi
+done
+mkdir -p .cache/sandbox-dev
+node() { [ -c ".cache/sandbox-dev/$1" ] || mknod -m 0666 ".cache/sandbox-dev/$1" c "$2" "$3"; }
+node nvidiactl 195 255
+for minor in 0 1 2 3 4 5 6 7; do node "nvidia$minor" 195 "$minor"; done
+node nvidia-uvm "$uvm_major" 0
+node nvidia-uvm-tools "$uvm_major" 1
+
 log "systemd image"
 bash scripts/build-image.sh
 
 pin() { sed -n "s/^$1: \"\(.*\)\"/\1/p" "$2"; }
-log "wheelhouse: the SGLang simulator, and sglang-router with its dependencies (offline installs)"
-python3 molecule/resources/simulator/build_wheel.py --version "$(pin sglang_version roles/sglang/defaults/main.yml)" \
-  --out .cache/wheelhouse
+log "wheelhouse: the SGLang simulator, stand-ins of FlashInfer's prebuilt kernels, and sglang-router with its dependencies"
+version=$(pin sglang_version roles/sglang/defaults/main.yml)
+# Like the real wheel, the simulator requires ninja (SGLang's JIT builds run it from the virtualenv's
+# bin; the real ninja wheel, pinned here as the real sglang leaves it unpinned) and the pinned
+# flashinfer-python, which the wheelhouse holds as a stand-in with FlashInfer's prebuilt kernels.
+ninja_version=1.13.2
+companions=(--requires "ninja==$ninja_version")
+for name in flashinfer-python flashinfer-cubin flashinfer-jit-cache; do
+  line=$(grep -E "^$name==" "roles/sglang_stack/files/constraints/sglang-$version.txt")
+  companions+=(--companion "$line")
+  [ "$name" = flashinfer-python ] && companions+=(--requires "$line")
+done
+python3 molecule/resources/simulator/build_wheel.py --version "$version" --out .cache/wheelhouse "${companions[@]}"
+if ! ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null 2>&1; then
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \
+    "ninja==$ninja_version" 2>&1 | grep -v "^WARNING: Location" || true
+fi
+ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null
 uv=$(pin sglang_stack_uv_version roles/sglang_stack/defaults/main.yml)
 if ! ls .cache/wheelhouse/uv-"$uv"-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \

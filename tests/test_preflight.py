@@ -76,12 +76,21 @@ def test_errors_read_on_the_host_are_kept() -> None:
 
 # --- the module's readers ---------------------------------------------------------------------
 
+REAL = Path(__file__).resolve().parent / "fixtures" / "real-host"
+
+
 def test_gpus_from_nvidia_smi_csv(monkeypatch: pytest.MonkeyPatch) -> None:
-    csv = "\n".join(f"{i}, NVIDIA RTX PRO 6000 Blackwell Server Edition, 97887, 12.0" for i in range(8))
-    monkeypatch.setattr(facts_mod, "run", lambda argv: (0, csv))
+    name = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    csv = "\n".join(f"{i}, {name}, 97887, 12.0, Default, 00000000:{i + 1:02X}:00.0" for i in range(8))
+    topo = (REAL / "nvidia-smi-topo-p2p-r-8gpu-pcie.txt").read_text()
+    monkeypatch.setattr(facts_mod, "run", lambda argv: (0, topo if "topo" in argv else csv))
+    monkeypatch.setattr(facts_mod, "iommu_mode", lambda bus_ids: f"passthrough ({len(bus_ids)} GPUs)")
     found, errors = facts_mod.gpus("nvidia-smi")
+    p2p = found.pop("p2p_read")
     assert found == {"gpu_count": 8, "gpu_names": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"],
-                     "gpu_memory_mib": 97887, "compute_capability": "12.0"} and not errors
+                     "gpu_memory_mib": 97887, "compute_capability": "12.0", "compute_modes": ["Default"] * 8,
+                     "iommu": "passthrough (8 GPUs)"} and not errors
+    assert len(p2p) == 56 and set(p2p.values()) == {"OK"}
     monkeypatch.setattr(facts_mod, "run", lambda argv: (9, "NVIDIA-SMI has failed"))
     found, notes = facts_mod.gpus("nvidia-smi")  # a bare host: the driver phase installs it later
     assert found == {} and "NVIDIA-SMI has failed" in notes[0] and "inventory's GPU values" in notes[0]

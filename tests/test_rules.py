@@ -23,8 +23,8 @@ EXAMPLE_ARGS: list[list[str]] = [
     ["--enable-metrics"], ["--attention-backend", "triton"], ["--context-length", "131072"],
     ["--cuda-graph-max-bs-decode", "48"], ["--trust-remote-code"],
 ]
-EXAMPLE_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": "1", "NCCL_P2P_DISABLE": "1",
-               "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1"}
+EXAMPLE_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_P2P_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0",
+               "NCCL_DEBUG": "WARN"}
 
 
 def check(version: str, *extra: list[str], env: dict[str, str] | None = None, base: bool = True,
@@ -78,7 +78,7 @@ def test_spec_v2_env_is_dropped_outside_the_versions_that_read_it() -> None:
         result = check(version, env=env)
         assert result["drop_env"] == ["SGLANG_ENABLE_SPEC_V2"]
         (warning,) = result["warnings"]
-        assert warning.startswith("SGLANG_ENABLE_SPEC_V2: does nothing")
+        assert warning.startswith("sglang_env['SGLANG_ENABLE_SPEC_V2']: does nothing")
         assert result["errors"] == []
 
 
@@ -160,3 +160,50 @@ def test_every_rule_is_well_formed() -> None:
         assert ";" in rule.message, f"{rule.subject}: the message must say why and what to do"
         for bound in (rule.since, rule.until):
             assert bound is None or rules.version_tuple(bound) >= (0, 5, 9)
+
+
+# ---- peer-to-peer and InfiniBand: settings against each other and against the host ---------------
+
+ALL_OK = {f"{a}-{b}": "OK" for a in range(8) for b in range(8) if a != b}
+CROSS_SOCKET_CNS = {**ALL_OK, **{f"{a}-{b}": "CNS" for a in range(8) for b in range(8) if (a < 4) != (b < 4)}}
+IPC = {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1"}
+
+
+def test_pcie_ipc_allreduce_with_p2p_disabled_is_refused_whatever_the_host() -> None:
+    result = check("0.5.23", env={**EXAMPLE_ENV, **IPC})
+    assert len(result["errors"]) == 1, result
+    assert result["errors"][0].startswith("sglang_env['SGLANG_ENABLE_PCIE_IPC_ALLREDUCE']")
+    assert "contradict" in result["errors"][0] and "drop NCCL_P2P_DISABLE" in result["errors"][0]
+
+
+def test_pcie_ipc_allreduce_needs_the_hosts_p2p() -> None:
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **IPC}
+    assert check("0.5.23", env=env, p2p_read=ALL_OK, iommu="passthrough")["errors"] == []
+    errors = check("0.5.23", env=env, p2p_read=CROSS_SOCKET_CNS, iommu="off")["errors"]
+    assert len(errors) == 1 and "GPU0-GPU4 CNS (Chipset not supported)" in errors[0]
+
+
+def test_pcie_ipc_allreduce_before_0_5_21_does_nothing_and_is_dropped() -> None:
+    result = check("0.5.19", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **IPC})
+    assert result["drop_env"] == ["SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"] and "came with 0.5.21" in result["warnings"][0]
+
+
+@pytest.mark.parametrize(("env", "iommu", "warned"), [
+    ({}, "translated", "boot with iommu=pt"),             # P2P on, behind a translating IOMMU: the known hang
+    ({}, "passthrough", None),                            # P2P on, no translation: fine
+    ({"NCCL_P2P_DISABLE": "1"}, "passthrough", "drop it"),  # P2P works here, but NCCL is kept off it
+    ({"NCCL_P2P_DISABLE": "1"}, "translated", None),      # the workaround, where it is one
+])
+def test_p2p_setting_against_the_hosts_iommu(env: dict[str, str], iommu: str, warned: str | None) -> None:
+    warnings = check("0.5.23", env=env, p2p_read=ALL_OK, iommu=iommu)["warnings"]
+    assert [w for w in warnings if warned and warned in w] if warned else not warnings, warnings
+
+
+def test_an_unread_host_gets_no_p2p_verdict() -> None:
+    assert check("0.5.23", env={}, iommu="translated")["warnings"] == []  # no P2P matrix read
+
+
+def test_ib_disabled_on_a_multinode_server_is_a_warning() -> None:
+    result = check("0.5.23", ["--nnodes", "2"], env={"NCCL_IB_DISABLE": "1"})
+    assert any("over TCP sockets" in w for w in result["warnings"]), result
+    assert check("0.5.23", env={"NCCL_IB_DISABLE": "1"})["warnings"] == []

@@ -18,6 +18,7 @@ BASE: dict[str, Any] = {
     "sglang_speculative_num_steps": 3, "sglang_speculative_eagle_topk": 1,
     "sglang_speculative_num_draft_tokens": 4, "sglang_enable_metrics": True,
     "sglang_extra_args": {}, "sglang_env": {}, "aliases": {},
+    "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
 }
 
 
@@ -159,7 +160,19 @@ def test_flag_missing_from_an_older_catalog_names_the_variable() -> None:
 def test_environment_is_typed_and_has_the_base_entries() -> None:
     result = resolve(sglang_env={"NCCL_IB_DISABLE": 1, "FLAG": True, "OFF": False, "NCCL_DEBUG": "WARN"})
     assert result["env"] == {"PYTHONUNBUFFERED": "1", "SGLANG_DEPLOY_LINE_PROGRESS": "1", "FLAG": "1",
+                             "CUDA_HOME": "/usr/local/cuda-13.0",
+                             "PATH": "/opt/sglang/0.5.23/venv/bin:/usr/local/cuda-13.0/bin:/usr/local/sbin:"
+                                     "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                              "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "OFF": "0"}
+
+
+def test_the_jit_toolchain_environment_follows_the_cuda_release_and_can_be_overridden() -> None:
+    """SGLang's, FlashInfer's and tvm-ffi's JIT builds find nvcc through CUDA_HOME and run ninja from PATH
+    (the virtualenv's bin); /usr/local/cuda is an alternatives link, not relied upon."""
+    assert resolve(sglang_cuda_version="12.8")["env"]["CUDA_HOME"] == "/usr/local/cuda-12.8"
+    assert resolve(sglang_env={"CUDA_HOME": "/opt/cuda"})["env"]["CUDA_HOME"] == "/opt/cuda"
+    result = resolve(sglang_cuda_version="13")
+    assert result["errors"] == ["sglang_cuda_version: '13' is not a CUDA release; allowed: major.minor such as 13.0"]
 
 
 @pytest.mark.parametrize(("word", "quoted"), [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,8 @@ class FakeHost:
 
 PARAMS = {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:30000/health_generate",
           "previous_invocation_id": "old", "timeout": 60, "interval": 2, "start_grace": 10,
-          "health_timeout": 30, "journal_lines": 5, "status_file": None}
+          "health_timeout": 30, "journal_lines": 5, "status_file": None, "stall_timeouts": {},
+          "shard_progress": True}
 
 
 @pytest.fixture
@@ -172,3 +175,117 @@ def test_status_file_is_written_each_poll(host: Any, tmp_path: Path) -> None:
     sglang_ready.Waiter(dict(PARAMS, status_file=str(status)), FakeClock()).run()
     data = json.loads(status.read_text())
     assert data["invocation_id"] == "new" and data["phase"] == "fired up"
+
+
+# ---- load phases of every pinned version, and hangs ----------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "sglang-logs"
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def replay(path: Path) -> sglang_ready.Progress:
+    """Feed a startup log to Progress with each line's own time (tqdm lines carry none: the last one)."""
+    progress = sglang_ready.Progress(0.0)
+    when = 0.0
+    for line in path.read_text().splitlines():
+        match = STAMP.match(line)
+        if match:
+            when = datetime.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
+        progress.feed(line, when)
+    return progress
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.12", "0.5.14", "0.5.19", "0.5.23"])
+def test_every_pinned_versions_startup_log_walks_through_the_phases(version: str) -> None:
+    progress = replay(FIXTURES / f"startup-{version}.log")
+    seen = [phase["phase"] for phase in progress.phases]
+    assert seen == ["initialising torch.distributed", "loading weights", "weights loaded", "allocating KV cache",
+                    "capturing CUDA graphs", "CUDA graphs captured", "starting HTTP server",
+                    "allocating host KV pool", "fired up"], seen
+    assert progress.fired_up_at is not None and progress.progress and progress.progress["percent"] == 100
+
+
+BOUNDS = {"starting": 300, "distributed_init": 300, "loading_weights": 300, "kv_cache": 300, "cuda_graphs": 600,
+          "host_kv_pool": 900, "warmup": 600}
+
+
+class ScriptedJournal(FakeHost):
+    """The unit stays active; the journal line i appears at clock time 1000 + times[i]."""
+
+    def __init__(self, lines: list[tuple[float, str]], clock: FakeClock) -> None:
+        super().__init__([active("new")])
+        self.lines, self.clock = lines, clock
+
+    def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        start = int(cursor) + 1 if cursor else 0
+        due = [(i, at, msg) for i, (at, msg) in enumerate(self.lines) if 1_000.0 + at <= self.clock.now]
+        return [{"cursor": str(i), "ts": 1_000.0 + at, "message": msg} for i, at, msg in due if i >= start]
+
+
+def shards(start: float, every: float, count: int = 64) -> list[tuple[float, str]]:
+    return [(start + every * n, f"Multi-thread loading shards: {100 * n // count:3d}% Completed | {n}/{count}")
+            for n in range(1, count + 1)]
+
+
+def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget(host: Any) -> None:
+    clock = FakeClock()
+    lines = [(1, "[t TP0] Init parallel begin."), (5, "[t TP0] Init parallel ends. elapsed=4.00 s"),
+             (6, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(6, 10.0, 64)[:31]]  # hangs at 31/64
+    host(ScriptedJournal(lines, clock))
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+    message = str(failure.value)
+    assert "made no progress for 30" in message and "loading weights 48% (31/64 shards)" in message
+    assert "sglang_service_stall_timeouts.loading_weights = 300 s" in message
+    assert "last progress line: 'Multi-thread loading shards:  48% Completed | 31/64'" in message
+    assert 316 + 300 <= clock.now - 1_000 <= 316 + 300 + 2 * 5  # the last shard at +316 s, then the bound
+
+
+def test_a_slow_load_that_keeps_moving_is_not_a_hang(host: Any) -> None:
+    clock = FakeClock()
+    # 64 shards at 250 s each (a slow disk: 4.4 hours in all) never go 300 s without progress.
+    lines = [(1, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(1, 250.0, 64)]
+    host(ScriptedJournal(lines, clock))
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS, timeout=15_000, interval=5, stall_timeouts=BOUNDS), clock).run()
+    # Still moving at 59/64 after 15,000 s: the budget ends it, never a stall bound.
+    assert "was not ready within 15000 s" in str(failure.value) and "(59/64 shards)" in str(failure.value)
+
+
+def test_a_hung_distributed_init_fails_at_its_bound(host: Any) -> None:
+    clock = FakeClock()
+    host(ScriptedJournal([(2, "[t TP0] Init torch distributed begin.")], clock))
+    with pytest.raises(sglang_ready.WaitFailed, match=r"while initialising torch.distributed \(stall bound "
+                       r"sglang_service_stall_timeouts.distributed_init = 300 s\)"):
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+    assert clock.now - 1_000 < 320
+
+
+def test_silence_before_the_first_line_is_bounded_by_starting(host: Any) -> None:
+    clock = FakeClock()
+    host(ScriptedJournal([], clock))
+    with pytest.raises(sglang_ready.WaitFailed, match=r"while starting .*starting = 300 s\); last progress line: "
+                       r"none since the start"):
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+
+
+def test_other_nodes_without_shard_progress_are_bounded_by_the_budget_only(host: Any) -> None:
+    clock = FakeClock()
+    lines = [(1, "[t TP8] Load weight begin. avail mem=93.82 GB"), (900, "[t TP8] Load weight end. elapsed=899 s")]
+    host(ScriptedJournal(lines, clock))
+    waiter = sglang_ready.Waiter(dict(PARAMS, timeout=1000, interval=5, stall_timeouts=BOUNDS, shard_progress=False),
+                                 clock)
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        waiter.run()
+    # 899 s of silence in the weights was not a stall; after them, kv_cache's 300 s bound ran out the budget.
+    assert "was not ready within 1000 s" in str(failure.value) and waiter.progress.phase == "weights loaded"
+
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    ({"weights": 10}, "'weights' is not a load phase"),
+    ({"warmup": 0}, "warmup: 0 is not a whole number of seconds >= 1"),
+    ({"warmup": "soon"}, "warmup: 'soon' is not"),
+])
+def test_stall_bounds_are_checked(raw: dict[str, Any], problem: str) -> None:
+    assert problem in "; ".join(sglang_ready.stall_bounds(raw)[1])
+    assert sglang_ready.stall_bounds({"warmup": "60"}) == ({"warmup": 60}, [])

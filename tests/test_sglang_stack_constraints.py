@@ -29,8 +29,17 @@ def load_check() -> ModuleType:
     return module
 
 
-def pins(version: str) -> dict[str, str]:
-    lines = (CONSTRAINTS / f"sglang-{version}.txt").read_text().splitlines()
+ADDED = "# --- Added by sglang-deploy"
+# The CUDA release of each version's pinned torch (roles/sglang/vars/main.yml, from the torch wheels).
+TORCH_CUDA = {"0.5.9": "cu128", "0.5.12": "cu130", "0.5.14": "cu130", "0.5.19": "cu130", "0.5.23": "cu130"}
+
+
+def pins(version: str, added: bool | None = None) -> dict[str, str]:
+    """The constraints file's pins: all of them, or only the wheel's (added=False) or only the
+    lines sglang-deploy adds after its marker (added=True)."""
+    text = (CONSTRAINTS / f"sglang-{version}.txt").read_text()
+    wheel, _, extra = text.partition(ADDED)
+    lines = (wheel if added is False else extra if added else text).splitlines()
     return {m.group(1): m.group(2) for line in lines if (m := PIN.match(line))}
 
 
@@ -47,6 +56,22 @@ def test_every_catalog_version_has_constraints(version: str) -> None:
     names = set(pins(version))
     assert {"torch", "torchaudio", "torchvision"} <= names
     assert "flashinfer-python" in names and names & {"sglang-kernel", "sgl-kernel"}
+
+
+@pytest.mark.parametrize("version", CATALOG_VERSIONS)
+def test_flashinfer_prebuilt_kernels_are_pinned_at_flashinfers_version(version: str) -> None:
+    """FlashInfer uses flashinfer-cubin / flashinfer-jit-cache only at exactly its own version
+    (flashinfer/jit/env.py, 0.7.2); the jit-cache's local label is the CUDA of the pinned torch."""
+    flashinfer = pins(version)["flashinfer-python"]
+    assert pins(version)["flashinfer-cubin"] == flashinfer
+    assert pins(version)["flashinfer-jit-cache"] == f"{flashinfer}+{TORCH_CUDA[version]}"
+    assert set(pins(version, added=True)) <= {"flashinfer-cubin", "flashinfer-jit-cache"}
+
+
+def test_the_cuda_of_each_version_is_the_one_the_contract_role_names() -> None:
+    import yaml
+    table = yaml.safe_load((ROOT / "roles/sglang/vars/main.yml").read_text())["__sglang_cuda_versions"]
+    assert {v: "cu" + c.replace(".", "") for v, c in table.items()} == TORCH_CUDA
 
 
 def test_0_5_23_pins_the_cuda_13_stack() -> None:
@@ -74,7 +99,7 @@ def test_constraints_match_the_real_wheels_metadata(version: str) -> None:
     requires_python = re.search(r"^Requires-Python: (.*)$", metadata, re.MULTILINE)
     assert requires_python and f"# Requires-Python: {requires_python.group(1)}" in (
         CONSTRAINTS / f"sglang-{version}.txt").read_text()
-    for package, pinned in pins(version).items():
+    for package, pinned in pins(version, added=False).items():
         if package != "torchvision":
             assert required.get(canonical(package)) == pinned, package
 
@@ -106,3 +131,21 @@ def test_check_runs_as_a_script_in_a_virtualenv(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(CHECK), "0.5.23", str(constraints)], capture_output=True, text=True,
                           check=True)
     assert '"ok": false' in proc.stdout and "pytest" in proc.stdout
+
+
+def test_required_prebuilt_kernels_must_be_installed_at_exactly_their_pin(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    check = load_check()
+    constraints = tmp_path / "c.txt"
+    constraints.write_text("flashinfer-python==0.7.2\nflashinfer-cubin==0.7.2\nflashinfer-jit-cache==0.7.2+cu130\n")
+    required = ["flashinfer-cubin", "flashinfer-jit-cache"]
+    have = {"sglang": "0.5.23", "flashinfer-python": "0.7.2", "flashinfer-cubin": "0.7.2",
+            "flashinfer-jit-cache": "0.7.2+cu130"}
+    monkeypatch.setattr(check, "installed", lambda: have)
+    assert check.check("0.5.23", str(constraints), required)["ok"]
+    have["flashinfer-jit-cache"] = "0.7.2+cu129"  # another CUDA's build: FlashInfer would ignore it
+    del have["flashinfer-cubin"]
+    assert check.check("0.5.23", str(constraints), required)["mismatches"] == [
+        "flashinfer-cubin is not installed (pinned 0.7.2)",
+        "flashinfer-jit-cache 0.7.2+cu129 (pinned 0.7.2+cu130, required exactly)"]
+    assert check.check("0.5.23", str(constraints))["ok"]  # without the requirement: not installed is fine

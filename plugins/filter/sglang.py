@@ -62,6 +62,7 @@ def _load(name: str) -> ModuleType:
 
 
 _load("sglang_types")
+_load("sglang_gpu_topology")
 _load("sglang_catalog")
 _args = _load("sglang_args")
 _load("sglang_capacity")
@@ -185,6 +186,24 @@ def sglang_status_table(rows: Any) -> str:
     return "\n".join(lines)
 
 
+def sglang_probe_line(check: Any) -> str:
+    """One line of the probe report: `  ok   cuda: ...` / `  FAIL toolchain: ...`."""
+    item = dict(check or {})
+    return f"  {'ok  ' if item.get('ok') else 'FAIL'} {item.get('check')}: {item.get('detail')}"
+
+
+def sglang_apt_missing(specs: Any, packages: Any) -> list[str]:
+    """`['g++', 'cuda-nvcc-13-0=13.0.88-1'] | sglang_apt_missing(ansible_facts.packages)`: the specs
+    that package_facts does not show installed (at exactly that version, for name=version)."""
+    missing = []
+    for spec in specs or []:
+        name, _, version = str(spec).partition("=")
+        installed = [str(entry.get("version")) for entry in (packages or {}).get(name) or []]
+        if not installed or (version and version not in installed):
+            missing.append(str(spec))
+    return missing
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -198,4 +217,6 @@ class FilterModule:
             "sglang_preflight": sglang_preflight,
             "sglang_plan_table": sglang_plan_table,
             "sglang_plan_json": sglang_plan_json,
+            "sglang_apt_missing": sglang_apt_missing,
+            "sglang_probe_line": sglang_probe_line,
         }

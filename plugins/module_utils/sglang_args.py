@@ -45,6 +45,10 @@ ALIASES = {
 # reach the journal as they are written, and one progress line per tqdm update (see
 # roles/sglang_stack/files/sglang_deploy_line_progress.py).
 BASE_ENV = {"PYTHONUNBUFFERED": "1", "SGLANG_DEPLOY_LINE_PROGRESS": "1"}
+# What systemd gives a service as PATH; the unit's own PATH puts the virtualenv's bin (ninja, which
+# SGLang's and FlashInfer's JIT builds run from PATH) and the CUDA toolkit's bin in front of it.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_CUDA_VERSION_RE = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
 
 SPECULATIVE_NEEDS_DRAFT = ("EAGLE", "EAGLE3")
 SPECULATIVE_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -398,8 +402,25 @@ def flag_groups(mapping: dict[str, Any], var: str) -> list[list[str]]:
 
 # --- environment ---------------------------------------------------------------------------
 
-def _env(value: Any, p: _Problems) -> dict[str, str]:
-    env = dict(BASE_ENV)
+def cuda_home(version: str) -> str:
+    return f"/usr/local/cuda-{version}"
+
+
+def _toolchain_env(v: dict[str, Any], p: _Problems) -> dict[str, str]:
+    """CUDA_HOME and PATH for the JIT builds of SGLang, FlashInfer and tvm-ffi: they find nvcc through
+    CUDA_HOME (else `which nvcc`, else /usr/local/cuda, an alternatives link not to rely on) and run
+    `ninja` from PATH (the ninja wheel installs it into the virtualenv's bin)."""
+    version = str(v.get("sglang_cuda_version") or "").strip()
+    if not _CUDA_VERSION_RE.match(version):
+        p.error("sglang_cuda_version", f"{version!r} is not a CUDA release; allowed: major.minor such as 13.0")
+        return {}
+    venv = str(v.get("sglang_venv_dir") or "").strip()
+    path = [venv + "/bin"] if venv.startswith("/") else []
+    return {"CUDA_HOME": cuda_home(version), "PATH": ":".join([*path, cuda_home(version) + "/bin", SYSTEM_PATH])}
+
+
+def _env(value: Any, p: _Problems, base: dict[str, str]) -> dict[str, str]:
+    env = {**BASE_ENV, **base}
     if _is_unset(value):
         return env
     if not isinstance(value, dict):
@@ -451,7 +472,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
     args = named + extra
     for flag, _ in extra:
         sources.setdefault(flag, f"sglang_extra_args[{flag[2:]!r}]")
-    env = _env(values.get("sglang_env"), problems)
+    env = _env(values.get("sglang_env"), problems, _toolchain_env(values, problems))
     argv = [word for flag, words in args for word in [flag, *words]]
     advertise = str(values.get("sglang_advertise_host") or "").strip()
     return {
@@ -471,6 +492,8 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         "url": f"http://{advertise}:{values.get('sglang_port')}" if advertise else "",
         "primary": node["node_rank"] == 0,
         "multinode": node,
+        "cuda": {"version": str(values.get("sglang_cuda_version") or ""),
+                 "home": cuda_home(str(values.get("sglang_cuda_version") or ""))},
     }
 
 

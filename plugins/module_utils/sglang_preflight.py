@@ -84,7 +84,8 @@ def run(resolved: dict[str, Any], pinned: dict[str, Any], detected: dict[str, An
     notes = list((detected or {}).get("notes") or [])
     architecture, model_type = _architecture(facts.get("model_config"))
     hardware = {"compute_capability": facts.get("compute_capability"), "gpu_count": facts.get("gpu_count"),
-                "model_architecture": architecture, "model_type": model_type}
+                "model_architecture": architecture, "model_type": model_type,
+                "p2p_read": facts.get("p2p_read"), "iommu": facts.get("iommu")}
     checked = rules.check(resolved["version"], resolved["args"], resolved["env"], hardware,
                           sources=resolved.get("sources"))
     errors += checked["errors"]

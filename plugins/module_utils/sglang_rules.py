@@ -26,6 +26,13 @@ Every boundary was read in the real sglang wheels (paths inside the ``sglang`` p
   (arg_groups/fields/memory.py); absent in 0.5.22 and before.
 - ``page_first_direct`` layout with the ``kernel`` IO backend (the default): SGLang switches the
   backend to direct with a warning (server_args.py; arg_groups/hicache_hook.py).
+- ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``: FlashInfer's PCIe-IPC all-reduce, CUDA IPC peer writes
+  through the root complex between the GPUs (0.5.23 srt/distributed/device_communicators/
+  pcie_ipc_ar.py, srt/environ.py; absent from 0.5.19): it needs working GPU peer-to-peer, which
+  ``NCCL_P2P_DISABLE=1`` declares broken. Known RTX PRO 6000 P2P hangs come from a translating
+  IOMMU or ACS (NVIDIA/nccl issues 1999, 2079); the host's own P2P matrix (nvidia-smi topo -p2p r)
+  and IOMMU mode decide which of the two settings fits (sglang_gpu_topology).
+- ``NCCL_IB_DISABLE`` on a multi-node server: NCCL then joins the nodes over TCP sockets.
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+try:  # imported as a plain module by the filter plugin and the tests
+    import sglang_gpu_topology as topology
+except ImportError:  # pragma: no cover - package-relative import when vendored
+    from . import sglang_gpu_topology as topology  # type: ignore[no-redef]
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 KIMI_K25 = ("KimiK25ForConditionalGeneration", "kimi_k25")
@@ -60,6 +72,25 @@ class Context:
     gpu_count: int | None
     architecture: str
     model_type: str
+    p2p_read: dict[str, str] | None = None  # nvidia-smi topo -p2p r of the host: {"0-1": "OK", ...}
+    iommu: str = ""                         # off | passthrough | translated | mixed | unknown | ""
+
+    def env_on(self, name: str) -> bool:
+        return str(self.env.get(name, "")).strip().lower() in ("1", "true", "yes", "on")
+
+    @property
+    def p2p_problems(self) -> list[str]:
+        """Pairs of the server's local GPUs that the host reports without P2P; [] when all are OK or
+        the host was not read."""
+        try:
+            local = int(self.value("--tp-size") or 1) // max(int(self.value("--nnodes") or 1), 1)
+        except ValueError:
+            local = None
+        return topology.p2p_problems(self.p2p_read or {}, local)
+
+    @property
+    def p2p_ok(self) -> bool:
+        return bool(self.p2p_read) and not self.p2p_problems
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -143,6 +174,25 @@ _NO_STEPS = ("is given without --speculative-num-steps; sglang asserts that the 
              "the step count is, and fails at start; set sglang_speculative_num_steps as well, or leave steps, "
              "topk and draft tokens all unset for SGLang's automatic choice")
 
+_IPC = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
+_P2P_OFF = "NCCL_P2P_DISABLE"
+_IPC_WITHOUT_P2P = ("is on together with NCCL_P2P_DISABLE=1, and the two contradict each other: the PCIe-IPC "
+                    "all-reduce writes GPU to GPU through the root complex (peer-to-peer, "
+                    "srt/distributed/device_communicators/pcie_ipc_ar.py), which NCCL_P2P_DISABLE=1 says this host "
+                    "cannot do. If P2P works here (nvidia-smi topo -p2p r OK, IOMMU off or iommu=pt), drop "
+                    "NCCL_P2P_DISABLE; if it hangs, drop {subject}. playbooks/probe.yml runs an all-reduce with the "
+                    "unit's settings")
+_IPC_HOST_NO_P2P = ("is on and needs GPU peer-to-peer, but this host reports none for {p2p} (nvidia-smi topo -p2p "
+                    "r): the all-reduce would fail or hang after the load; unset it (NCCL then goes through host "
+                    "memory)")
+_IOMMU_HANG = ("is not set, so NCCL uses PCIe peer-to-peer, and the IOMMU translates the GPUs' DMA here (iommu "
+               "{iommu}): PCIe P2P between RTX PRO 6000 cards hangs behind a translating IOMMU or ACS (NVIDIA/nccl "
+               "issues 1999, 2079); boot with iommu=pt, or set NCCL_P2P_DISABLE=1 (the deploy's probe runs an "
+               "all-reduce before any restart)")
+_P2P_WORKS = ("is on and sends NCCL through host memory, but this host reports P2P for every GPU pair (nvidia-smi topo "
+              "-p2p r) with the IOMMU {iommu}; drop it for faster all-reduces (the probe's all-reduce checks that "
+              "it does not hang)")
+
 RULES: tuple[Rule, ...] = (
     Rule("--enable-flashinfer-allreduce-fusion", "error", "0.5.14", None,
          lambda c: c.has("--enable-flashinfer-allreduce-fusion") and _not_sm90_or_sm10x(c), _FUSION),
@@ -178,6 +228,21 @@ RULES: tuple[Rule, ...] = (
          "page_first_direct with the kernel IO backend (kernel is the default): sglang switches the IO backend to "
          "direct at start ('Kernel io backend does not support page first direct layout'); set "
          "hicache_io_backend: direct so the unit says what runs"),
+    Rule(_IPC, "error", "0.5.21", None, lambda c: c.env_on(_IPC) and c.env_on(_P2P_OFF), _IPC_WITHOUT_P2P),
+    Rule(_IPC, "error", "0.5.21", None, lambda c: c.env_on(_IPC) and not c.env_on(_P2P_OFF) and bool(c.p2p_problems),
+         _IPC_HOST_NO_P2P),
+    Rule(_IPC, "warning", None, "0.5.20", lambda c: c.env_on(_IPC),
+         "does nothing in sglang {version}, which has no PCIe-IPC all-reduce (it came with 0.5.21); it is left out "
+         "of the environment file", drop_env=True),
+    Rule(_P2P_OFF, "warning", None, None,
+         lambda c: not c.env_on(_P2P_OFF) and c.p2p_ok and c.iommu in ("translated", "mixed"), _IOMMU_HANG),
+    Rule(_P2P_OFF, "warning", None, None,
+         lambda c: c.env_on(_P2P_OFF) and not c.env_on(_IPC) and c.p2p_ok and c.iommu in ("off", "passthrough"),
+         _P2P_WORKS),
+    Rule("NCCL_IB_DISABLE", "warning", None, None,
+         lambda c: c.env_on("NCCL_IB_DISABLE") and int(c.value("--nnodes") or 1) > 1,
+         "is on for a multi-node server: NCCL joins the nodes over TCP sockets instead of InfiniBand/RoCE; unset it "
+         "where the nodes have an RDMA network (the unit allows /dev/infiniband/uverbs* for multi-node servers)"),
     Rule("--tp-size", "error", None, None, _tp_exceeds_gpus,
          "{value} ranks need {value} GPUs, but the host reports {gpus} (x --nnodes); lower sglang_tp_size or use "
          "a host with more GPUs"),
@@ -211,7 +276,8 @@ def check(version: str, args: list[list[Any]], env: dict[str, Any], hardware: di
     ctx = Context(version=str(version), flags=flags, env={str(k): str(v) for k, v in (env or {}).items()},
                   compute_capability=str(hardware.get("compute_capability") or ""), gpu_count=gpus,
                   architecture=str(hardware.get("model_architecture") or ""),
-                  model_type=str(hardware.get("model_type") or ""))
+                  model_type=str(hardware.get("model_type") or ""),
+                  p2p_read=dict(hardware.get("p2p_read") or {}), iommu=str(hardware.get("iommu") or ""))
     current = version_tuple(ctx.version)
     result: dict[str, list[str]] = {"errors": [], "warnings": [], "drop_env": []}
     for rule in RULES:
@@ -219,9 +285,11 @@ def check(version: str, args: list[list[Any]], env: dict[str, Any], hardware: di
             continue
         text = rule.message.format(version=ctx.version, cc=ctx.compute_capability or "?",
                                    value=ctx.value(rule.subject) or "", architecture=ctx.architecture or "?",
-                                   gpus=gpus)
+                                   gpus=gpus, subject=rule.subject, iommu=ctx.iommu or "?",
+                                   p2p=", ".join(ctx.p2p_problems) or "-")
         where = (sources or {}).get(rule.subject)
-        subject = f"{where} ({rule.subject})" if where else rule.subject
+        subject = (f"{where} ({rule.subject})" if where else rule.subject) if rule.subject.startswith("-") \
+            else f"sglang_env[{rule.subject!r}]"
         result["errors" if rule.severity == "error" else "warnings"].append(f"{subject}: {text}")
         if rule.drop_env and rule.subject not in result["drop_env"]:
             result["drop_env"].append(rule.subject)

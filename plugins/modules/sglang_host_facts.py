@@ -52,7 +52,9 @@ EXAMPLES = r"""
 RETURN = r"""
 facts:
   description: >-
-    gpu_count, gpu_memory_mib, compute_capability, gpu_names, host_mem_available_bytes,
+    gpu_count, gpu_memory_mib, compute_capability, gpu_names, compute_modes (per GPU), p2p_read
+    (C(nvidia-smi topo -p2p r), {"0-1": "OK", ...}), iommu (off, passthrough, translated, mixed or
+    unknown, from the GPUs' IOMMU groups), host_mem_available_bytes,
     unit_memory_bytes, model_config, draft_config, weight_bytes_total, draft_weight_bytes_total,
     compute_apps (processes on the GPUs outside the unit), errors (refusals, each naming the variable),
     notes (what could not be read, such as GPUs on a host whose driver is not installed yet).
@@ -68,6 +70,11 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
+try:  # Ansible ships module_utils with the module
+    from ansible.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
+except ImportError:  # pragma: no cover - the unit tests import the module directly
+    from sglang_gpu_topology import iommu_mode, parse_p2p  # type: ignore[no-redef]
+
 
 def run(argv: list[str]) -> tuple[int, str]:
     try:
@@ -81,7 +88,7 @@ def gpus(nvidia_smi: str) -> tuple[dict[str, Any], list[str]]:
     """GPU facts, and notes. A host without a working driver yet (a first deploy installs it in its
     driver phase) gives no facts and a note: the plan then uses the inventory's values, and the
     driver role checks the GPUs once the driver runs."""
-    code, out = run([nvidia_smi, "--query-gpu=index,name,memory.total,compute_cap",
+    code, out = run([nvidia_smi, "--query-gpu=index,name,memory.total,compute_cap,compute_mode,pci.bus_id",
                      "--format=csv,noheader,nounits"])
     if code != 0:
         return {}, [f"nvidia-smi did not answer ({out.strip()[:200] or 'failed'}); the plan uses the inventory's "
@@ -89,8 +96,14 @@ def gpus(nvidia_smi: str) -> tuple[dict[str, Any], list[str]]:
     rows = [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
     if not rows:
         return {"gpu_count": 0}, ["nvidia-smi reports no GPU"]
-    return {"gpu_count": len(rows), "gpu_names": sorted({r[1] for r in rows}),
-            "gpu_memory_mib": min(int(float(r[2])) for r in rows), "compute_capability": rows[0][3]}, []
+    facts: dict[str, Any] = {
+        "gpu_count": len(rows), "gpu_names": sorted({r[1] for r in rows}),
+        "gpu_memory_mib": min(int(float(r[2])) for r in rows), "compute_capability": rows[0][3],
+        "compute_modes": [r[4] for r in rows], "iommu": iommu_mode([r[5] for r in rows])}
+    code, out = run([nvidia_smi, "topo", "-p2p", "r"])
+    facts["p2p_read"] = parse_p2p(out) if code == 0 else {}
+    return facts, [] if code == 0 else [f"nvidia-smi topo -p2p r did not answer ({out.strip()[:200]}); the P2P "
+                                        "settings are not checked against the host"]
 
 
 def unit_pids(unit: str) -> set[int]:

@@ -16,6 +16,8 @@ description:
   - It succeeds only for the invocation that started after O(previous_invocation_id). It fails
     within one poll interval when that invocation exits, fails, is restarted by systemd, or is
     replaced, and puts the invocation's last journal lines in the message.
+  - It fails as soon as a load phase makes no progress for longer than its bound in
+    O(stall_timeouts), quoting the last progress line, instead of waiting out the whole O(timeout).
   - It reads SGLang's load progress from the journal (phase, safetensors shard percentage) and
     writes it to O(status_file) on every poll.
   - Meant to run as an Ansible async job (C(async), C(poll=0)) so a dropped connection during a
@@ -59,6 +61,21 @@ options:
   status_file:
     description: JSON file the waiter writes its progress to on every poll.
     type: path
+  stall_timeouts:
+    description:
+      - Seconds each load phase may go without progress before the load counts as hung and the wait
+        fails, quoting the last progress line. Keys C(starting), C(distributed_init),
+        C(loading_weights) (between two shard updates), C(kv_cache), C(cuda_graphs) (between two
+        captured batch sizes), C(host_kv_pool), C(warmup). A phase without a key is bounded only by
+        O(timeout). A load that is slow but moving keeps waiting.
+    type: dict
+    default: {}
+  shard_progress:
+    description:
+      - Whether this host sees the weight loader's shard progress (global rank 0 does; the other nodes
+        of a multi-node server do not), so that C(loading_weights) can be bounded between shards.
+    type: bool
+    default: true
   jid:
     description:
       - Poll mode. The async job id of a running waiter; returns C(finished=false) and the
@@ -135,6 +152,14 @@ phases:
   description: Each phase seen with the seconds since the wait started.
   type: list
   returned: always
+stall_key:
+  description: The stall bound the current phase falls under (a key of O(stall_timeouts)).
+  type: str
+  returned: always
+last_progress_line:
+  description: The last journal line that showed progress.
+  type: str
+  returned: always
 """
 
 import json
@@ -148,23 +173,33 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
-# SGLang's own log lines, in load order, as written by 0.5.9 .. 0.5.23 (srt/model_executor/model_runner.py,
-# srt/mem_cache/*, srt/managers/scheduler.py, srt/entrypoints/http_server.py).
-PHASES = tuple((re.compile(pattern, re.IGNORECASE), name) for pattern, name in (
-    (r"Load weight begin", "loading weights"),
-    (r"(Loading safetensors checkpoint|Multi-thread loading) shards", "loading weights"),
-    (r"Load weight end", "weights loaded"),
-    (r"KV Cache (is allocated|VA upper bound)", "allocating KV cache"),
-    (r"host memory for hierarchical KV cache|hierarchical KV host pool", "allocating host KV pool"),
-    (r"Capture .*cuda graph begin", "capturing CUDA graphs"),
-    (r"Capture .*cuda graph end", "CUDA graphs captured"),
-    (r"max_total_num_tokens=", "starting HTTP server"),
-    (r"Uvicorn running on", "warming up"),
-    (r"The server is fired up and ready to roll", "fired up"),
+# SGLang's own log lines, in load order, as the pinned wheels 0.5.9 .. 0.5.23 write them (read from the
+# wheels: srt/model_executor/model_runner.py, srt/distributed/bootstrap.py, srt/mem_cache/*,
+# srt/managers/scheduler.py, srt/entrypoints/http_server.py; tests/fixtures/sglang-logs/ holds one
+# startup log per version). Each phase: marker, what it is called, and the stall bound it falls under.
+PHASES = tuple((re.compile(pattern, re.IGNORECASE), name, stall) for pattern, name, stall in (
+    (r"Init torch distributed begin|Init parallel begin", "initialising torch.distributed", "distributed_init"),
+    (r"Load weight begin", "loading weights", "loading_weights"),
+    (r"(Loading safetensors checkpoint|Multi-thread loading) shards", "loading weights", "loading_weights"),
+    (r"Load weight end", "weights loaded", "kv_cache"),
+    (r"KV Cache (is allocated|VA upper bound)|Memory pool end|of the KV budget", "allocating KV cache", "kv_cache"),
+    (r"Capture .*cuda graph begin", "capturing CUDA graphs", "cuda_graphs"),
+    (r"Capture .*cuda graph end", "CUDA graphs captured", "cuda_graphs"),
+    (r"max_total_num_tokens=", "starting HTTP server", "host_kv_pool"),
+    (r"host memory for hierarchical KV cache|hierarchical KV host pool|HiCache auto-sizing", "allocating host KV pool",
+     "host_kv_pool"),
+    (r"Uvicorn running on|Application startup complete", "warming up", "warmup"),
+    (r"The server is fired up and ready to roll", "fired up", "warmup"),
 ))
+# Lines that show the load moving without starting a phase: the end of distributed init, the memory
+# baseline (0.5.23), the per-batch-size CUDA-graph bars (tqdm on TP rank 0).
+PROGRESS_RE = re.compile(r"Init (torch distributed|parallel) ends|Memory baseline taken|"
+                         r"Capturing (batches|prefill shape|num tokens)", re.IGNORECASE)
 # tqdm bar of the weight loader: "safetensors checkpoint" before 0.5.12, "Multi-thread loading" after.
+# Only global rank 0 draws it: the other nodes of a multi-node server see no shard progress.
 SHARDS_RE = re.compile(
     r"(?:Loading safetensors checkpoint|Multi-thread loading) shards:\s*(\d+)% Completed \| (\d+)/(\d+)")
+STALL_KEYS = ("starting", "distributed_init", "loading_weights", "kv_cache", "cuda_graphs", "host_kv_pool", "warmup")
 SHOW_PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus",
               "ExecMainCode", "Result", "LoadState")
 
@@ -180,24 +215,56 @@ class Progress:
         self.started = started
         self.phase_index = -1
         self.phase = "starting"
+        self.stall_key = "starting"
         self.progress: dict[str, int] | None = None
         self.phases: list[dict[str, Any]] = []
         self.fired_up_at: float | None = None
         self.cursor: str | None = None
+        self.moved_at: float | None = None  # the last sign of progress (journal time)
+        self.last_line = ""
+
+    def begin(self, now: float) -> None:
+        """The followed invocation runs: the stall clock starts now, in phase "starting"."""
+        if self.moved_at is None:
+            self.moved_at = now
 
     def feed(self, message: str, timestamp: float) -> None:
         for line in re.split(r"[\r\n]+", message):
-            match = SHARDS_RE.search(line)
-            if match:
-                self.progress = {"percent": int(match.group(1)), "done": int(match.group(2)),
-                                 "total": int(match.group(3))}
-            for index, (marker, name) in enumerate(PHASES):
-                if index > self.phase_index and marker.search(line):
-                    self.phase_index, self.phase = index, name
+            moved = self._shards(line)
+            for index, (marker, name, stall) in enumerate(PHASES):
+                if not marker.search(line):
+                    continue
+                moved = True  # a draft model's lines come after the target's later phases: progress all the same
+                if index > self.phase_index:
+                    self.phase_index, self.phase, self.stall_key = index, name, stall
                     if not self.phases or self.phases[-1]["phase"] != name:
                         self.phases.append({"phase": name, "at_s": round(timestamp - self.started, 1)})
                     if name == "fired up":
                         self.fired_up_at = timestamp
+            if moved or PROGRESS_RE.search(line):
+                self.moved_at = max(self.moved_at or timestamp, timestamp)
+                self.last_line = line.strip()[:300]
+
+    def _shards(self, line: str) -> bool:
+        match = SHARDS_RE.search(line)
+        if not match:
+            return False
+        progress = {"percent": int(match.group(1)), "done": int(match.group(2)), "total": int(match.group(3))}
+        moved = progress != self.progress
+        self.progress = progress
+        return moved
+
+    def stalled(self, now: float, bounds: dict[str, int], shard_progress: bool = True) -> str | None:
+        """Why the load counts as hung: no progress in the current phase for longer than its bound."""
+        bound = bounds.get(self.stall_key)
+        if self.moved_at is None or not bound or (self.stall_key == "loading_weights" and not shard_progress):
+            return None
+        idle = now - self.moved_at
+        if idle <= bound:
+            return None
+        last = f"'{self.last_line}' {now - self.moved_at:.0f} s ago" if self.last_line else "none since the start"
+        return (f"made no progress for {idle:.0f} s while {self.describe()} (stall bound "
+                f"sglang_service_stall_timeouts.{self.stall_key} = {bound} s); last progress line: {last}")
 
     def describe(self) -> str:
         text = self.phase
@@ -308,7 +375,8 @@ class Waiter:
                 "describe": self.progress.describe(), "elapsed_s": self.elapsed(),
                 "invocation_id": self.followed, "active_state": self.state.get("ActiveState"),
                 "sub_state": self.state.get("SubState"), "health": self.last_health,
-                "phases": self.progress.phases}
+                "phases": self.progress.phases, "stall_key": self.progress.stall_key,
+                "last_progress_line": self.progress.last_line}
 
     def fail(self, why: str) -> WaitFailed:
         self.clock.sleep(0.5)  # let journald take in the last lines the process wrote
@@ -359,6 +427,8 @@ class Waiter:
         self.state = unit_state(self.p["unit"])
         self.check_unit()
         self.read_journal()
+        if self.followed:
+            self.progress.begin(self.clock.time())
         if self.followed and self.state.get("ActiveState") == "active" and self.p["url"]:
             ok, self.last_health = health(self.p["url"], self.p["health_timeout"])
             if ok:
@@ -374,6 +444,10 @@ class Waiter:
             write_status(self.p["status_file"], self.status())
             if ready:
                 return self.result()
+            stalled = self.progress.stalled(self.clock.time(), self.p["stall_timeouts"] or {},
+                                            self.p["shard_progress"])
+            if stalled:
+                raise self.fail(stalled)
             if self.clock.time() >= deadline:
                 raise self.fail(f"was not ready within {self.p['timeout']} s (last health answer: {self.last_health})")
             self.clock.sleep(self.p["interval"])
@@ -388,6 +462,24 @@ class Waiter:
         if self.progress.fired_up_at is not None:
             result["fired_up_to_ready_s"] = round(now - self.progress.fired_up_at, 2)
         return result
+
+
+def stall_bounds(raw: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    """{phase: seconds} with known phases and whole seconds >= 1."""
+    bounds, problems = {}, []
+    for key, value in (raw or {}).items():
+        if key not in STALL_KEYS:
+            problems.append(f"{key!r} is not a load phase; allowed: {', '.join(STALL_KEYS)}")
+            continue
+        try:
+            seconds = int(str(value))
+        except ValueError:
+            seconds = 0
+        if seconds < 1:
+            problems.append(f"{key}: {value!r} is not a whole number of seconds >= 1")
+            continue
+        bounds[key] = seconds
+    return bounds, problems
 
 
 def poll_job(module: AnsibleModule) -> None:
@@ -420,6 +512,8 @@ def main() -> None:
             "health_timeout": {"type": "int", "default": 30},
             "journal_lines": {"type": "int", "default": 25},
             "status_file": {"type": "path"},
+            "stall_timeouts": {"type": "dict", "default": {}},
+            "shard_progress": {"type": "bool", "default": True},
             "jid": {"type": "str"},
             "async_dir": {"type": "path", "default": "~/.ansible_async"},
         },
@@ -430,6 +524,10 @@ def main() -> None:
         poll_job(module)
     if not module.params["url"]:
         module.fail_json(msg="url is required unless jid is given")
+    bounds, problems = stall_bounds(module.params["stall_timeouts"])
+    if problems:
+        module.fail_json(msg="stall_timeouts: " + "; ".join(problems))
+    module.params["stall_timeouts"] = bounds
     waiter = Waiter(module.params)
     try:
         result = waiter.run()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -69,3 +72,41 @@ def test_bad_fault_spec_is_refused(launch: LaunchFn, model_dir: Path) -> None:
     server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT="explode")
     assert server.wait_exit() == 1
     assert "SGLANG_SIM_FAULT: cannot use 'explode'" in server.stderr
+
+
+def test_gpu_devices_that_cannot_be_opened_end_the_start_like_torch(launch: LaunchFn, model_dir: Path) -> None:
+    """SGLANG_SIM_GPU_DEVICES=1: every rank opens its GPU's nodes as CUDA does. This machine has no
+    /dev/nvidiactl (the sandbox hosts get theirs from Docker), so the start ends as torch ends it."""
+    assert not Path("/dev/nvidiactl").exists()
+    server = launch(server_args(model_dir, free_port(), tp=2), SGLANG_SIM_GPU_DEVICES="1")
+    assert server.wait_exit() == 1
+    log = server.stderr
+    assert "(simulator) CUDA cannot open: /dev/nvidiactl: does not exist" in log
+    assert "TP1] Scheduler hit an exception: Traceback" in log and "RuntimeError: No CUDA GPUs are available" in log
+    assert "Load weight begin" not in log
+
+
+PROBE_BACKEND = """
+import errno, json, os
+from importlib.metadata import entry_points
+from sglang._sim import devices
+
+def fake_open(path, flags):
+    code = errno.EPERM if path == "/dev/nvidia1" else errno.ENXIO
+    raise OSError(code, os.strerror(code), path)
+
+devices.os.open = fake_open
+backend = next(e for e in entry_points(group="sglang_deploy.probe") if e.name == "cuda").load()()
+print(json.dumps([backend.accept_errnos, backend.gpus(1, 64), backend.gpus(2, 64), backend.nccl(8, 60, "/tmp")]))
+"""
+
+
+def test_the_probe_backend_opens_the_nodes_the_server_opens(sim_python: Path) -> None:
+    """The wheel declares the probe's CUDA answer (entry point sglang_deploy.probe): ENXIO, a sandbox node
+    with no driver behind it, is reachable; EPERM, the device policy, is not."""
+    out = subprocess.run([str(sim_python), "-c", PROBE_BACKEND], capture_output=True, text=True, check=True).stdout
+    accept, one, two, nccl = json.loads(out)
+    assert accept == [errno.ENXIO] and one[0] is True
+    assert two == [False, "No CUDA GPUs are available: /dev/nvidia1: denied by the device policy (cgroup device "
+                          "filter)"]
+    assert nccl[0] is True and "answered by the simulator" in nccl[1]

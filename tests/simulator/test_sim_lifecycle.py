@@ -56,7 +56,8 @@ def test_load_keeps_port_closed_and_writes_a_tqdm_bar(launch: LaunchFn, model_di
     assert len(segments) == 66  # the 0/64 line, one per shard, tqdm's final refresh
     assert all(BAR_UPDATE.fullmatch(s) for s in segments), segments[:3]
     assert [int(BAR_UPDATE.fullmatch(s).group(2)) for s in segments] == [*range(65), 64]
-    order = ["server_args=ServerArgs(model_path=", "Init torch distributed begin.", "Load weight begin.",
+    order = ["server_args=ServerArgs(model_path=", "Init parallel begin.", "Init parallel ends. elapsed=",
+             "Memory baseline taken. mem usage=0.79 GB", "Load weight begin.",
              "\rMulti-thread loading shards", "Load weight end. elapsed=",
              "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 154371, KV size: 10.10 GB",
              "Capture target decode CUDA graph begin.",

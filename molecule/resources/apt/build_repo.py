@@ -25,11 +25,17 @@ through real apt:
   ``nvidia-compute-utils-580``, ``nvidia-dkms-580-open`` with ``nvidia-kernel-common-580``,
   ``nvidia-kernel-source-580-open`` and ``nvidia-firmware-580-<version>``, at 580.95.05-0ubuntu1 and
   580.105.08-0ubuntu1.
+* the CUDA 13.0 toolkit pieces the JIT builds need, at the versions roles/sglang_stack pins
+  (``cuda-nvcc-13-0`` 13.0.88-1 with a dummy ``nvcc``, ``cuda-cudart-dev-13-0`` 13.0.96-1 with a dummy
+  ``cuda_runtime.h``, and the others as empty packages), under ``/usr/local/cuda-13.0``.
+* ``nvidia-modprobe`` at each driver version: a script that checks the device nodes the real tool
+  would create (Docker gives the sandbox its nodes) and sets their mode 0666.
 * ``linux-headers-<kernel>`` for the running kernel (``--kernel``, default ``uname -r``): a container
-  runs the host's kernel, whose headers no distribution mirror carries.
+  runs the host's kernel, whose headers no distribution mirror carries; and the metapackages
+  ``linux-image-<arch>`` and ``linux-headers-<arch>`` (epoch 100, so apt prefers them to Debian's).
 
-They install no files but a README, except the persistence daemon's: a ``nvidia-persistenced``
-script that only sleeps and its systemd unit, shaped like the real one. Nothing is installed at
+They install no files but a README, except the persistence daemon's (a ``nvidia-persistenced``
+script that only sleeps and its systemd unit, shaped like the real one) and ``nvidia-modprobe``. Nothing is installed at
 ``/usr/bin/nvidia-smi``: the sandbox's fake ``nvidia-smi`` stays in place.
 """
 
@@ -70,6 +76,90 @@ ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
 WantedBy=multi-user.target
 """
 
+NVIDIA_MODPROBE_SCRIPT = """#!/usr/bin/python3
+# Dummy nvidia-modprobe (sglang-deploy sandbox). The real one (setuid root) loads the NVIDIA modules
+# and creates their device nodes: -c N -> /dev/nvidiaN (195:N; N=255: /dev/nvidiactl), -u -c 0 ->
+# /dev/nvidia-uvm and /dev/nvidia-uvm-tools, mode 0666. A container cannot load modules: the sandbox's
+# nodes are given to it by Docker (--device), so this checks that each node exists and sets the mode
+# the real tool sets.
+import os, stat, sys
+
+def node(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        sys.stderr.write("nvidia-modprobe: %s does not exist (the sandbox host was created without it)\\n" % path)
+        sys.exit(1)
+    if not stat.S_ISCHR(st.st_mode):
+        sys.stderr.write("nvidia-modprobe: %s is not a character device\\n" % path)
+        sys.exit(1)
+    os.chmod(path, 0o666)
+
+args, uvm, minors = sys.argv[1:], False, []
+while args:
+    arg = args.pop(0)
+    if arg in ("-u", "--unified-memory"):
+        uvm = True
+    elif arg in ("-c", "--create-nvidia-device-file") and args:
+        minors.append(int(args.pop(0)))
+    elif arg.startswith(("-c=", "--create-nvidia-device-file=")):
+        minors.append(int(arg.split("=", 1)[1]))
+    elif arg.startswith("-c") and arg[2:].isdigit():
+        minors.append(int(arg[2:]))
+if uvm:
+    if minors:
+        node("/dev/nvidia-uvm")
+        node("/dev/nvidia-uvm-tools")
+else:
+    for minor in minors:
+        node("/dev/nvidiactl" if minor == 255 else "/dev/nvidia%d" % minor)
+"""
+# Dummy nvcc (the CUDA compiler driver): `--version` prints what nvcc 13.0.88 prints; compiling a .cu file
+# checks that the toolkit's CUDA headers are installed and that the host C++ compiler (which the real
+# nvcc drives) compiles it, then writes the output file.
+NVCC_SCRIPT = """#!/usr/bin/python3
+import os, shutil, subprocess, sys
+
+HOME = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+VERSION = (
+    "nvcc: NVIDIA (R) Cuda compiler driver\\n"
+    "Copyright (c) 2005-2025 NVIDIA Corporation\\n"
+    "Built on Wed_Aug_20_01:58:59_PM_PDT_2025\\n"
+    "Cuda compilation tools, release {release}, V{version}\\n"
+    "Build cuda_{release}.r{release}/compiler.36424714_0\\n"
+)
+args = sys.argv[1:]
+if "--version" in args or "-V" in args:
+    sys.stdout.write(VERSION)
+    sys.exit(0)
+header = os.path.join(HOME, "include", "cuda_runtime.h")
+if not os.path.isfile(header):
+    sys.stderr.write("nvcc fatal   : cuda_runtime.h: No such file or directory (package cuda-cudart-dev)\\n")
+    sys.exit(1)
+cxx = os.environ.get("CXX") or "c++"
+if shutil.which(cxx) is None:
+    sys.stderr.write("sh: 1: " + cxx + ": not found\\nnvcc fatal   : Failed to preprocess host compiler properties.\\n")
+    sys.exit(1)
+sources = [a for a in args if a.endswith(".cu")]
+out = args[args.index("-o") + 1] if "-o" in args else "a.out"
+for source in sources:
+    proc = subprocess.run([cxx, "-x", "c++", "-fsyntax-only", "-D__global__=", "-D__device__=", "-D__host__=",
+                           "-I", os.path.join(HOME, "include"), source])
+    if proc.returncode:
+        sys.exit(proc.returncode)
+open(out, "wb").close()
+"""
+CUDA_RUNTIME_H = "/* Dummy CUDA runtime header (sglang-deploy sandbox). */\n#pragma once\n"
+# CUDA toolkit components of the 13.0 Update 2 set, as roles/sglang_stack pins them.
+CUDA_PACKAGES = (("cuda-nvcc-13-0", "13.0.88-1"), ("cuda-crt-13-0", "13.0.88-1"), ("libnvvm-13-0", "13.0.88-1"),
+                 ("libnvptxcompiler-13-0", "13.0.88-1"), ("cuda-cudart-13-0", "13.0.96-1"),
+                 ("cuda-cudart-dev-13-0", "13.0.96-1"), ("cuda-driver-dev-13-0", "13.0.96-1"),
+                 ("cuda-cccl-13-0", "13.0.85-1"))
+
+# Kernel metapackages: a high epoch so that apt prefers them to Debian's real ones (which would pull
+# a real kernel's headers and a compiler into every sandbox host).
+KERNEL_META_VERSION = "100:1.0"
+
 
 @dataclass
 class Package:
@@ -96,6 +186,7 @@ def debian_packages(version: str) -> list[Package]:
         Package("nvidia-kernel-support", full, description="NVIDIA binary kernel module support files"),
         Package("firmware-nvidia-gsp", full, description="NVIDIA GSP firmware"),
         Package("nvidia-persistenced", full, files=persistenced_files(), description="NVIDIA persistence daemon"),
+        nvidia_modprobe(full),
     ]
 
 
@@ -116,7 +207,13 @@ def ubuntu_packages(version: str) -> list[Package]:
         Package(f"nvidia-kernel-common-{branch}", full, description="Shared files used with the kernel module"),
         Package(f"nvidia-kernel-source-{branch}-open", full, description="NVIDIA kernel source package"),
         Package(firmware, full, description="Firmware files used by the kernel module"),
+        nvidia_modprobe(full),
     ]
+
+
+def nvidia_modprobe(version: str) -> Package:
+    return Package("nvidia-modprobe", version, files={"usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE_SCRIPT, 0o755)},
+                   description="utility to load NVIDIA kernel modules and create device nodes")
 
 
 def persistenced_files() -> dict[str, tuple[str, int]]:
@@ -124,8 +221,23 @@ def persistenced_files() -> dict[str, tuple[str, int]]:
             "lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)}
 
 
-def headers_package(kernel: str) -> Package:
-    return Package(f"linux-headers-{kernel}", "1.0", description=f"Header files for Linux {kernel} (dummy)")
+def cuda_packages() -> list[Package]:
+    """The CUDA 13.0 toolkit pieces the JIT builds use: a dummy nvcc and the runtime header."""
+    home = "usr/local/cuda-13.0"
+    files = {"cuda-nvcc-13-0": {f"{home}/bin/nvcc": (NVCC_SCRIPT.replace("{release}", "13.0")
+                                                      .replace("{version}", "13.0.88"), 0o755)},
+             "cuda-cudart-dev-13-0": {f"{home}/include/cuda_runtime.h": (CUDA_RUNTIME_H, 0o644)}}
+    return [Package(name, version, files=files.get(name, {}), description=f"CUDA 13.0 component {name}")
+            for name, version in CUDA_PACKAGES]
+
+
+def kernel_packages(kernel: str, arch: str) -> list[Package]:
+    """Headers of the running kernel (a container runs the host's kernel, whose headers no mirror carries),
+    and the kernel and headers metapackages of the architecture (linux-image-amd64, linux-headers-amd64)."""
+    return [Package(f"linux-headers-{kernel}", "1.0", description=f"Header files for Linux {kernel} (dummy)"),
+            Package(f"linux-image-{arch}", KERNEL_META_VERSION, description=f"Linux for {arch} (metapackage)"),
+            Package(f"linux-headers-{arch}", KERNEL_META_VERSION, [f"linux-headers-{kernel}"],
+                    description=f"Header files for Linux {arch} configuration (metapackage)")]
 
 
 def run(argv: list[str], **kwargs: object) -> str:
@@ -161,7 +273,7 @@ def build_deb(pkg: Package, arch: str, pool: str, work: str) -> str:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(content)
         os.chmod(path, mode)
-    deb = os.path.join(pool, f"{pkg.name}_{pkg.version}_{arch}.deb")
+    deb = os.path.join(pool, f"{pkg.name}_{pkg.version.split(':')[-1]}_{arch}.deb")  # no epoch in file names
     run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", root, deb])
     return deb
 
@@ -231,7 +343,7 @@ def build(out: str, kernel: str) -> str:
             repo = os.path.join(out, "repo", "compute", "cuda", "repos", distro, repo_arch)
             pool = os.path.join(repo, "pool")
             os.makedirs(pool, exist_ok=True)
-            pkgs = [headers_package(kernel)]
+            pkgs = kernel_packages(kernel, arch) + cuda_packages()
             for version in DEBIAN_VERSIONS if family == "debian" else UBUNTU_VERSIONS:
                 pkgs += debian_packages(version) if family == "debian" else ubuntu_packages(version)
             debs = [(pkg, build_deb(pkg, arch, pool, os.path.join(work, distro))) for pkg in pkgs]

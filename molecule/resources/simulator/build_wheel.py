@@ -7,7 +7,9 @@ The wheel holds ``sglang/`` (``__init__``, ``version``, ``launch_server`` and th
 ``sglang/_sim``) plus copies of ``plugins/module_utils/sglang_catalog.py``, of
 ``plugins/module_utils/sglang_capacity.py`` (the capacity planner ``hostmem`` uses) and of the version's
 flag catalog (default ``<repo>/catalogs/sglang-<version>.json``), so the installed simulator reads
-nothing from the repository. The bytes are deterministic: sorted entries, fixed timestamps and
+nothing from the repository. With ``--companion NAME==VERSION`` it also builds stand-in wheels of
+pinned companions (FlashInfer's prebuilt kernels, which the stack role installs with SGLang). The
+bytes are deterministic: sorted entries, fixed timestamps and
 modes. ``pip install --no-index --find-links DIR 'sglang==<version>'`` selects it, since a local
 version label (``+sim``) matches a specifier without one (PEP 440).
 """
@@ -47,9 +49,21 @@ Version: {version}
 Summary: SGLang server simulator for deployment tests (no GPU; standard library only)
 License: GPL-3.0-or-later
 Requires-Python: >=3.10
-
+{requires}
 Drop-in test double of `python -m sglang.launch_server`: flag catalog of sglang {public},
 simulated load, HTTP API, metrics, drain and fault injection. Not an inference engine.
+"""
+# The probe (roles/sglang_service) asks the CUDA runtime through this entry point when it exists:
+# the simulator answers in the sandbox, torch on a real host.
+ENTRY_POINTS = """[sglang_deploy.probe]
+cuda = sglang._sim.probe:Backend
+"""
+COMPANION_METADATA = """Metadata-Version: 2.1
+Name: {name}
+Version: {version}
+Summary: sglang-deploy sandbox stand-in for {name} (FlashInfer's prebuilt kernels); holds no kernels
+
+Test double with the real name and version, so the stack role's pins and checks run in the sandbox.
 """
 WHEEL = """Wheel-Version: 1.0
 Generator: sglang-deploy build_wheel.py
@@ -117,11 +131,16 @@ def record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def with_dist_info(files: dict[str, bytes], version: str) -> dict[str, bytes]:
-    dist_info = f"sglang-{version}.dist-info"
+def with_dist_info(files: dict[str, bytes], version: str, name: str = "sglang",
+                   metadata: str | None = None, requires: Sequence[str] = ()) -> dict[str, bytes]:
+    dist_info = f"{name}-{version}.dist-info"
     out = dict(files)
-    out[dist_info + "/METADATA"] = METADATA.format(version=version, public=version.split("+", 1)[0]).encode()
+    requires_text = "".join(f"Requires-Dist: {requirement}\n" for requirement in requires)
+    out[dist_info + "/METADATA"] = (metadata or METADATA.format(version=version, public=version.split("+", 1)[0],
+                                                                requires=requires_text)).encode()
     out[dist_info + "/WHEEL"] = WHEEL.encode()
+    if name == "sglang":
+        out[dist_info + "/entry_points.txt"] = ENTRY_POINTS.encode()
     lines = [f"{name},{record_hash(data)},{len(data)}" for name, data in sorted(out.items())]
     lines.append(dist_info + "/RECORD,,")
     out[dist_info + "/RECORD"] = ("\n".join(lines) + "\n").encode()
@@ -140,14 +159,30 @@ def write_wheel(path: str, files: dict[str, bytes]) -> None:
     os.replace(tmp, path)
 
 
-def build(version: str, out_dir: str, catalog: str | None = None) -> str:
-    """Build the wheel into out_dir and return its path."""
+def build(version: str, out_dir: str, catalog: str | None = None, requires: Sequence[str] = ()) -> str:
+    """Build the wheel into out_dir and return its path. requires: Requires-Dist lines of the real
+    wheel that the sandbox's probe relies on (ninja, the pinned flashinfer-python)."""
     full = full_version(version)
     public = full.split("+", 1)[0]
     catalog_path = catalog or os.path.join(REPO, "catalogs", f"sglang-{public}.json")
-    files = with_dist_info(package_files(full, catalog_path), full)
+    files = with_dist_info(package_files(full, catalog_path), full, requires=requires)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"sglang-{full}-py3-none-any.whl")
+    write_wheel(path, files)
+    return path
+
+
+def build_companion(requirement: str, out_dir: str) -> str:
+    """A stand-in wheel for NAME==VERSION (flashinfer-cubin==0.7.2): a module NAME with __version__."""
+    name, _, version = requirement.partition("==")
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name) or not version:
+        raise BuildError(f"not a NAME==VERSION pin: {requirement!r}")
+    module = re.sub(r"[-_.]+", "_", name).lower()
+    files = {f"{module}/__init__.py": f'"""Stand-in for {name} (sglang-deploy sandbox)."""\n\n'
+                                      f'__version__ = "{version}"\n'.encode()}
+    files = with_dist_info(files, version, module, COMPANION_METADATA.format(name=name, version=version))
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{module}-{version}-py3-none-any.whl")
     write_wheel(path, files)
     return path
 
@@ -157,9 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", required=True, help="SGLang version to simulate, e.g. 0.5.23")
     parser.add_argument("--out", required=True, help="directory to write the wheel into")
     parser.add_argument("--catalog", help="flag catalog (default: <repo>/catalogs/sglang-V.json)")
+    parser.add_argument("--companion", action="append", default=[], metavar="NAME==VERSION",
+                        help="also build a stand-in wheel of this pinned companion (FlashInfer, its kernels)")
+    parser.add_argument("--requires", action="append", default=[], metavar="REQUIREMENT",
+                        help="a Requires-Dist line of the simulator wheel, as the real wheel has it")
     options = parser.parse_args(argv)
     try:
-        print(build(options.version, options.out, options.catalog))
+        print(build(options.version, options.out, options.catalog, options.requires))
+        for requirement in options.companion:
+            print(build_companion(requirement, options.out))
     except BuildError as error:
         print(f"build_wheel: {error}", file=sys.stderr)
         return 1

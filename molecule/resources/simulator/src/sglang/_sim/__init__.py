@@ -25,9 +25,14 @@ SGLANG_SIM_MEM_AVAILABLE_GB     (unset)   host memory available for the hicache 
                                           1e9); unset = MemAvailable from /proc/meminfo
 SGLANG_SIM_DIST_TIMEOUT         60        multi-node: seconds a peer retries to reach rank 0,
                                           and rank 0 waits for its peers
+SGLANG_SIM_GPU_DEVICES          (unset)   1 = each rank opens /dev/nvidiactl, /dev/nvidia-uvm
+                                          and its /dev/nvidia<N> at start like CUDA; a node
+                                          the device policy denies (EPERM) or that is missing
+                                          kills the start ("No CUDA GPUs are available")
 SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>,
                                           hang_at=<pct>, fail_warmup, crash_after_ready=<s>,
-                                          slow_drain=<s>, exit_code=<n> (default 1)
+                                          slow_drain=<s>, hold_until_sigterm=<tokens>,
+                                          exit_code=<n> (default 1)
 SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
                                           its 1-token generation before answering 503
 SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at once,
@@ -40,5 +45,7 @@ deployment writes (top-level scalars and lists; see ``configfile``).
 ``crash_at`` and ``hang_at`` act during the "Multi-thread loading shards" bar, at the
 first update whose percentage reaches the value. ``crash_after_ready`` counts from "The server is
 fired up and ready to roll!". ``slow_drain`` adds its seconds once to every request that is in
-flight after SIGTERM arrived.
+flight after SIGTERM arrived. ``hold_until_sigterm=<n>`` holds every request that asks for n tokens or
+more until SIGTERM arrives, then generates it: a drain drill's request is in flight when the drain
+begins however slow the machine (the warm-up, health and smoke generations are shorter).
 """

@@ -10,7 +10,12 @@ from sglang._sim.logs import Frame
 
 # ---- scheduler (per TP rank, prefix " TP<n>") ----------------------------------------------
 INIT_DIST_BEGIN = "Init torch distributed begin."
-INIT_DIST_END = "Init torch distributed ends. mem usage={usage:.2f} GB"
+INIT_DIST_END = "Init torch distributed ends. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB"
+# 0.5.23 (srt/distributed/bootstrap.py:115, :190, :219-222): "parallel" instead of torch distributed, the
+# memory used by then reported as the runner's baseline.
+INIT_PARALLEL_BEGIN = "Init parallel begin."
+INIT_PARALLEL_END = "Init parallel ends. elapsed={elapsed:.2f} s"
+MEMORY_BASELINE = "Memory baseline taken. mem usage={usage:.2f} GB"
 LOAD_BEGIN = "Load weight begin. avail mem={avail:.2f} GB"
 # Formats of 0.5.19+ as read from the 0.5.23 wheel (model_runner.py, mem_cache/memory_pool.py,
 # model_runner_components/cuda_graph_setup.py).
@@ -59,6 +64,8 @@ CUDA_ERROR = (
     "be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
 )
+# torch 2.14.1 (libc10_cuda.so) when CUDA finds no usable device.
+NO_CUDA_GPUS = "RuntimeError: No CUDA GPUs are available"
 NOT_ENOUGH_GPU_MEMORY = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
 
 # ---- traceback frames (paths relative to the installed sglang package) ---------------------
@@ -76,6 +83,12 @@ LOAD_FRAMES: list[Frame] = [
     ("srt/model_loader/loader.py", 651, "load_model", "self.load_weights_and_postprocess("),
     ("srt/model_loader/loader.py", 659, "load_weights_and_postprocess", "model.load_weights(weights)"),
     ("srt/models/deepseek_v2.py", 3412, "load_weights", "weight_loader(param, loaded_weight)"),
+]
+CUDA_INIT_FRAMES: list[Frame] = [
+    *SCHEDULER,
+    ("srt/model_executor/model_runner.py", 441, "initialize", "min_per_gpu_memory = self.init_torch_distributed()"),
+    ("srt/model_executor/model_runner.py", 705, "init_torch_distributed", "torch.get_device_module(self.device)"
+     ".set_device(self.gpu_id)"),
 ]
 DIST_FRAMES: list[Frame] = [
     *SCHEDULER,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from sglang._sim import cli, hostmem, logs, procs
+from sglang._sim import cli, devices, hostmem, logs, procs
 from sglang._sim import messages as msg
 from sglang._sim.dist import DistError, Rendezvous, nccl_remote_error
 from sglang._sim.engine import Engine
@@ -116,10 +116,21 @@ class Simulator:
         signal.signal(signal.SIGINT, lambda *_: procs.die_by_signal(signal.SIGINT))
         procs.spawn_children(self.ranks)
         procs.watch_children(self.child_died)
+        self.open_devices()
         memory = self.load()
         if self.node_rank > 0:
             self.serve_dummy()
         self.serve(memory)
+
+    def open_devices(self) -> None:
+        """Each rank opens its GPU as CUDA does; a node it cannot open ends the start like torch."""
+        if not self.settings.gpu_devices:
+            return
+        local = range(len(self.ranks))
+        denied = [rank for rank, gpu in zip(self.ranks, local, strict=True) if devices.problems([gpu])]
+        if denied:
+            logs.log("(simulator) CUDA cannot open: " + "; ".join(devices.problems(local)))
+            self.crash(msg.CUDA_INIT_FRAMES, msg.NO_CUDA_GPUS, denied)
 
     def pause(self, share: float, since: float) -> float:
         """Sleep until `share` of the load time has passed since `since`; return the new mark."""
@@ -133,10 +144,16 @@ class Simulator:
 
     def load(self) -> Memory:
         mark = time.monotonic()
-        self.each_rank(msg.INIT_DIST_BEGIN)
+        parallel = cli.at_least("0.5.23")
+        self.each_rank(msg.INIT_PARALLEL_BEGIN if parallel else msg.INIT_DIST_BEGIN)
         self.rendezvous()
-        self.each_rank(msg.INIT_DIST_END.format(usage=DIST_MEM_GIB))
         mark = self.pause(SHARES[0], mark)
+        elapsed = SHARES[0] * self.settings.load_seconds
+        if parallel:
+            self.each_rank(msg.INIT_PARALLEL_END.format(elapsed=elapsed))
+            self.each_rank(msg.MEMORY_BASELINE.format(usage=DIST_MEM_GIB))
+        else:
+            self.each_rank(msg.INIT_DIST_END.format(elapsed=elapsed, usage=DIST_MEM_GIB))
         memory = plan_memory(self.args, self.model, self.settings)
         self.each_rank(msg.LOAD_BEGIN.format(avail=memory.avail_begin))
         weights_start = time.monotonic()
@@ -153,9 +170,10 @@ class Simulator:
         mark = self.pause(SHARES[3], mark)
         elapsed = time.monotonic() - graph_start
         self.each_rank(msg.GRAPH_END.format(elapsed=elapsed, usage=GRAPH_MEM_GIB, avail=memory.avail_final))
-        self.host_pool_tokens = self.allocate_host_pool(memory)
+        # The scheduler logs its capacity, then builds the HiCache host pool (scheduler.py, every version).
         if self.node_rank == 0:
             self.log_capacity(memory)
+        self.host_pool_tokens = self.allocate_host_pool(memory)
         self.pause(SHARES[4], mark)
         return memory
 
@@ -284,7 +302,7 @@ class Simulator:
                 self.crash(msg.DIST_FRAMES, str(error))
         engine = Engine(
             int(self.args["max_running_requests"]), memory.kv_tokens, self.settings.token_seconds,
-            self.faults.slow_drain,
+            self.faults.slow_drain, self.faults.hold_until_sigterm,
         )
         self.engine = engine
         usage = {"weight": round(memory.weights, 2), "kvcache": round(memory.kv_gib, 2), "graph": GRAPH_MEM_GIB,

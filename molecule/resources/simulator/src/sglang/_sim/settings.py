@@ -19,6 +19,7 @@ class Faults:
     fail_warmup: bool = False
     crash_after_ready: float | None = None
     slow_drain: float = 0.0
+    hold_until_sigterm: float | None = None
     exit_code: int = 1
 
 
@@ -34,6 +35,7 @@ class Settings:
     dist_timeout: float = 60.0
     health_timeout: float = 20.0
     force_shutdown: bool = False
+    gpu_devices: bool = False
     faults: Faults = Faults()
 
 
@@ -53,7 +55,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 def parse_faults(text: str) -> Faults:
     """Parse ``crash_at=50,slow_drain=3,fail_warmup`` into Faults."""
     values: dict[str, object] = {}
-    numbers = {"crash_at", "hang_at", "crash_after_ready", "slow_drain"}
+    numbers = {"crash_at", "hang_at", "crash_after_ready", "slow_drain", "hold_until_sigterm"}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, _, raw = item.partition("=")
         key = key.strip()
@@ -81,5 +83,6 @@ def from_env(env: Mapping[str, str]) -> Settings:
         dist_timeout=_float(env, PREFIX + "DIST_TIMEOUT", 60.0),
         health_timeout=_float(env, "SGLANG_HEALTH_CHECK_TIMEOUT", 20.0),
         force_shutdown=env.get("SGL_FORCE_SHUTDOWN", "").strip().lower() in ("1", "true", "yes"),
+        gpu_devices=env.get(PREFIX + "GPU_DEVICES", "").strip().lower() in ("1", "true", "yes"),
         faults=parse_faults(env.get(PREFIX + "FAULT", "")),
     )
