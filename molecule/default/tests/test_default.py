@@ -29,9 +29,8 @@ ENV_PATH = "/etc/sglang/kimi.env"
 SERVED_NAME = "kimi k2.5 (molecule) 100% $HOME"
 QUOTING_PROBE = 'x $HOME 100% "quoted" `tick` back\\slash'
 API_KEY = "mol-SECRET-7f3a9c"
-SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "NCCL_IB_DISABLE": 1, "SGLANG_SIM_LOAD_SECONDS": 6,
-               "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
-               "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
+SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "SGLANG_SIM_LOAD_SECONDS": 6, "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
+               "SGLANG_SIM_GPU_DEVICES": 1, "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
 
 
 def deploy(*extra: str) -> tuple[int, str, float]:
@@ -95,7 +94,22 @@ def test_systemd_accepts_the_unit(host: Any) -> None:
 def test_environment_file(host: Any) -> None:
     env = host.file(ENV_PATH)
     assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
-    assert 'NCCL_IB_DISABLE="1"' in env.content_string
+    assert 'SGLANG_SIM_GPU_DEVICES="1"' in env.content_string
+    # The JIT toolchain: nvcc through CUDA_HOME, ninja from the virtualenv's bin on PATH.
+    assert 'CUDA_HOME="/usr/local/cuda-13.0"' in env.content_string
+    assert 'PATH="/opt/sglang/0.5.23/venv/bin:/usr/local/cuda-13.0/bin:' in env.content_string
+
+
+def test_the_gpus_are_reached_through_the_units_device_policy(host: Any) -> None:
+    """The device-node unit ran before the server, which requires it; the server's ranks opened their GPU
+    nodes through DevicePolicy=closed (the simulator dies like torch when a node is denied)."""
+    assert host.check_output("systemctl is-active nvidia-device-nodes.service") == "active"
+    props = show(host, "Requires", "After", "DevicePolicy")
+    assert "nvidia-device-nodes.service" in props["Requires"].split()
+    assert "nvidia-device-nodes.service" in props["After"].split() and props["DevicePolicy"] == "closed"
+    assert host.check_output(f"journalctl -u {UNIT} --no-pager -o cat | grep -c 'CUDA cannot open' || true") == "0"
+    for node in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia7", "/dev/nvidia-uvm"):
+        assert host.check_output(f"stat -c '%F %a' {node}") == "character special file 666", node
 
 
 def test_running_as_sglang_with_one_process_per_rank(host: Any) -> None:

@@ -150,8 +150,9 @@ def probe_drill(host: Any, setup: str, undo: str, expected: str, *extra: str) ->
         host.check_output(undo)
     refusal = re.search(r"PROBE REFUSED the new configuration of sglang-kimi.service on sglang-molecule-faults: "
                         r"([^\n\"]*)", out)
-    print(f"MEASURED probe drill ({expected}): refused after {seconds:.1f} s: "
-          f"{refusal.group(1)[:300] if refusal else '?'}")
+    probe_seconds = re.search(r"probe of sglang-kimi.service \(([\d.]+) s", out)
+    print(f"MEASURED probe drill ({expected}): the probe took {probe_seconds.group(1) if probe_seconds else '?'} s; "
+          f"the play refused after {seconds:.1f} s: {refusal.group(1)[:300] if refusal else '?'}")
     assert rc != 0 and refusal, out[-3000:]
     assert expected in refusal.group(1), refusal.group(1)
     assert "Nothing was changed and nothing stopped" in out

@@ -29,7 +29,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 
 VERSION, NEWER, BRANCH_NEWER = "580.95.05", "580.105.08", "590.44.01"
 DRIVER_PACKAGES = ["firmware-nvidia-gsp", "libcuda1", "libnvidia-ml1", "nvidia-driver-cuda", "nvidia-kernel-open-dkms",
-                   "nvidia-kernel-support", "nvidia-persistenced"]
+                   "nvidia-kernel-support", "nvidia-modprobe", "nvidia-persistenced"]
 SMI_CONFIG = "/etc/sglang-sim/nvidia-smi.json"
 UNIT = "sglang-kimi.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
@@ -95,6 +95,34 @@ def invocation(host: Any) -> str:
 def test_driver_packages_installed_at_the_pin(host: Any) -> None:
     assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
     assert host.package(f"linux-headers-{host.check_output('uname -r')}").is_installed
+
+
+def test_the_headers_metapackage_follows_the_kernel_metapackage(host: Any) -> None:
+    """linux-image-amd64 is installed (prepare), so linux-headers-amd64 is too: a kernel update then
+    brings its headers and DKMS can build nvidia.ko for it."""
+    assert host.package("linux-image-amd64").is_installed
+    assert host.package("linux-headers-amd64").is_installed
+
+
+def test_the_device_node_unit_runs_before_the_server(host: Any) -> None:
+    assert host.check_output("systemctl is-active nvidia-device-nodes.service") == "active"
+    assert host.check_output("systemctl is-enabled nvidia-device-nodes.service") == "enabled"
+    assert "nvidia-device-nodes: /dev/nvidiactl, 8 GPU node(s) (minors: 0 1 2 3 4 5 6 7)" in host.check_output(
+        "journalctl -u nvidia-device-nodes.service --no-pager -o cat")
+    requires = host.check_output(f"systemctl show {UNIT} -p Requires --value").split()
+    assert "nvidia-device-nodes.service" in requires
+
+
+def test_the_jit_toolchain_is_installed_at_its_pins(host: Any) -> None:
+    versions = {name: host.package(name).version for name in ("cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "g++",
+                                                              "python3-dev")}
+    assert versions["cuda-nvcc-13-0"] == "13.0.88-1" and versions["cuda-cudart-dev-13-0"] == "13.0.96-1"
+    assert host.check_output("/usr/local/cuda-13.0/bin/nvcc --version").splitlines()[3] == \
+        "Cuda compilation tools, release 13.0, V13.0.88"
+    venv = "/opt/sglang/0.5.23/venv/bin/python"
+    prebuilt = host.check_output(f"{venv} -c 'import importlib.metadata as m; "
+                                 "print(m.version(\"flashinfer-cubin\"), m.version(\"flashinfer-jit-cache\"))'")
+    assert prebuilt == "0.7.2 0.7.2+cu130"
 
 
 def test_every_driver_package_is_held(host: Any) -> None:
@@ -233,7 +261,8 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
         rc, out, _ = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
         assert rc != 0
         assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, out[-3000:]
-        assert "TASK [sglang_service" not in out  # the play stopped at the weights
+        after_weights = out[out.index("TASK [sglang_weights"):]
+        assert "TASK [sglang_service" not in after_weights  # the play stopped at the weights
         assert digests(host) == before and invocation(host) == running
     finally:
         host.check_output(f"mv /root/shard.bak {SHARD}")
