@@ -261,8 +261,10 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
         rc, out, _ = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
         assert rc != 0
         assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, out[-3000:]
-        after_weights = out[out.index("TASK [sglang_weights"):]
-        assert "TASK [sglang_service" not in after_weights  # the play stopped at the weights
+        # The play stopped at the weights: nothing of the service ran after the failed verification (the
+        # validation play, which also checks the service settings, comes before it).
+        after_weights = out[out.rindex("TASK [sglang_weights"):]
+        assert "TASK [sglang_service" not in after_weights
         assert digests(host) == before and invocation(host) == running
     finally:
         host.check_output(f"mv /root/shard.bak {SHARD}")
