@@ -73,6 +73,10 @@ for minor in 0 1 2 3 4 5 6 7; do node "nvidia$minor" 195 "$minor"; done
 node nvidia-uvm "$uvm_major" 0
 node nvidia-uvm-tools "$uvm_major" 1
 
+# This checkout is the collection sglang.deploy: link it where ansible.cfg's collections_path finds it.
+mkdir -p .cache/collections/ansible_collections/sglang
+ln -sfn ../../../.. .cache/collections/ansible_collections/sglang/deploy
+
 log "systemd image"
 bash scripts/build-image.sh
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate the SGLang flag catalog (``catalogs/sglang-<version>.json``) from the real wheel.
+"""Generate the SGLang flag catalog (``roles/sglang/files/catalogs/sglang-<version>.json``) from the real wheel.
 
 Usage::
 
-    python3 tools/sglang_catalog.py 0.5.23 [--out catalogs/] [--wheel-dir .cache/wheels]
+    python3 tools/sglang_catalog.py 0.5.23 [--out roles/sglang/files/catalogs/] [--wheel-dir .cache/wheels]
 
 Steps:
 
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "catalogs"
+DEFAULT_OUT = REPO_ROOT / "roles" / "sglang" / "files" / "catalogs"
 DEFAULT_WHEEL_DIR = REPO_ROOT / ".cache" / "wheels"
 FORMAT = 1
 PACKAGE = "sglang"
@@ -339,7 +339,8 @@ def generate(version: str, out_dir: Path, wheel_dir: Path, keep_help: bool = Tru
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("version", help="sglang version on PyPI, e.g. 0.5.23")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="catalog directory (default: catalogs/)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="catalog directory (default: roles/sglang/files/catalogs/)")
     parser.add_argument("--wheel-dir", type=Path, default=DEFAULT_WHEEL_DIR,
                         help="wheel cache (default: .cache/wheels under the repo)")
     parser.add_argument("--no-help", action="store_true", help="drop help texts (smaller files)")

@@ -20,14 +20,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-try:  # imported as a plain module by the filter plugin, the simulator builder and the tests
-    import sglang_catalog as catalogs
-    from sglang_types import is_unset as _is_unset
-    from sglang_types import to_bool, to_float, to_int
-except ImportError:  # pragma: no cover - package-relative import when vendored
-    from . import sglang_catalog as catalogs  # type: ignore[no-redef]
-    from .sglang_types import is_unset as _is_unset  # type: ignore[no-redef]
-    from .sglang_types import to_bool, to_float, to_int  # type: ignore[no-redef]
+from . import sglang_catalog as catalogs
+from .sglang_types import is_unset as _is_unset
+from .sglang_types import to_bool, to_float, to_int
 
 Args = list[tuple[str, list[str]]]  # (flag, values): [] = bare flag, [v] = one value, [v, ...] = nargs
 
@@ -360,8 +355,9 @@ def _check_against_catalog(args: Args, catalog: catalogs.Catalog, sources: dict[
 def _unknown_flag(var: str, flag: str, catalog: catalogs.Catalog, p: _Problems) -> None:
     hint = catalogs.suggest(catalog, flag)
     version = catalog["version"]
+    suggestion = f"; did you mean {' or '.join(hint)}?" if hint else ""
     p.error(var, f"{flag} is not a flag of sglang {version}; allowed: an option of that version "
-            f"(catalogs/sglang-{version}.json)" + (f"; did you mean {' or '.join(hint)}?" if hint else ""))
+            f"(roles/sglang/files/catalogs/sglang-{version}.json){suggestion}")
 
 
 def _check_value(var: str, flag: str, option: dict[str, Any], value: str, version: str, p: _Problems) -> None:

@@ -22,10 +22,7 @@ import re
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-try:  # a plain module next to its users, or vendored into the simulator wheel as a package module
-    import sglang_types as types
-except ImportError:  # pragma: no cover
-    from . import sglang_types as types  # type: ignore[no-redef]
+from . import sglang_types as types
 
 GB = 10**9
 GIB = 1 << 30

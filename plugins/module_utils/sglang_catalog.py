@@ -3,7 +3,7 @@
 """The SGLang flag catalog: every command-line option one SGLang version accepts.
 
 A catalog is JSON written by ``tools/sglang_catalog.py`` from the real ``sglang`` wheel
-(``catalogs/sglang-<version>.json``). The same catalog is read by the controller-side validation
+(``roles/sglang/files/catalogs/sglang-<version>.json``). The same catalog is read by the controller-side validation
 (render, plan, deploy) and by the SGLang simulator, which builds its argument parser from it, so a
 flag that validation refuses is also refused by the server double.
 
@@ -44,7 +44,9 @@ import re
 from typing import Any
 
 FORMAT = 1
-DEFAULT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "catalogs")
+# The catalogs live with the role that resolves the configuration (roles/sglang/files/catalogs), which
+# passes their directory; a caller without one may name it in SGLANG_CATALOG_DIR.
+CATALOG_DIR_ENV = "SGLANG_CATALOG_DIR"
 _VERSION_RE = re.compile(r"^sglang-(?P<version>[0-9][0-9A-Za-z.+-]*)\.json$")
 
 Catalog = dict[str, Any]
@@ -55,14 +57,17 @@ class CatalogError(Exception):
 
 
 def catalog_dir(directory: str | None = None) -> str:
-    return os.path.normpath(directory or os.environ.get("SGLANG_CATALOG_DIR") or DEFAULT_DIR)
+    found = directory or os.environ.get(CATALOG_DIR_ENV)
+    if not found:
+        raise CatalogError(f"no catalog directory given (roles/sglang/files/catalogs, or {CATALOG_DIR_ENV})")
+    return os.path.normpath(found)
 
 
 def available_versions(directory: str | None = None) -> list[str]:
     """Versions with a committed catalog, oldest first."""
     try:
         names = os.listdir(catalog_dir(directory))
-    except OSError:
+    except (OSError, CatalogError):
         return []
     found = [m.group("version") for m in map(_VERSION_RE.match, names) if m]
     return sorted(found, key=version_key)

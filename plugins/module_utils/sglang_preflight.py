@@ -13,12 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-try:
-    import sglang_capacity as capacity
-    import sglang_rules as rules
-except ImportError:  # pragma: no cover - package-relative import when vendored
-    from . import sglang_capacity as capacity  # type: ignore[no-redef]
-    from . import sglang_rules as rules  # type: ignore[no-redef]
+from . import sglang_capacity as capacity
+from . import sglang_rules as rules
 
 # Inventory variable behind each fact, for messages.
 FACT_VARS = {

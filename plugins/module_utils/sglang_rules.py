@@ -42,10 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-try:  # imported as a plain module by the filter plugin and the tests
-    import sglang_gpu_topology as topology
-except ImportError:  # pragma: no cover - package-relative import when vendored
-    from . import sglang_gpu_topology as topology  # type: ignore[no-redef]
+from . import sglang_gpu_topology as topology
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 KIMI_K25 = ("KimiK25ForConditionalGeneration", "kimi_k25")

@@ -69,11 +69,7 @@ import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-
-try:  # Ansible ships module_utils with the module
-    from ansible.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
-except ImportError:  # pragma: no cover - the unit tests import the module directly
-    from sglang_gpu_topology import iommu_mode, parse_p2p  # type: ignore[no-redef]
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
 
 
 def run(argv: list[str]) -> tuple[int, str]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from sim_helpers import VERSION, LaunchFn, Server, build_wheel, kimi_config, sim_env, write_model
@@ -15,6 +17,22 @@ from sim_helpers import VERSION, LaunchFn, Server, build_wheel, kimi_config, sim
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_wheel(tmp_path_factory.mktemp("wheelhouse"))
+
+
+@pytest.fixture(scope="session")
+def sim_package(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[ModuleType]:
+    """The simulator package as the wheel installs it (with its copy of the capacity planner), imported
+    into this test process for the tests of its pure functions."""
+    site = tmp_path_factory.mktemp("site")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(site))
+        import sglang._sim
+
+        yield sglang._sim
+        for name in [name for name in sys.modules if name == "sglang" or name.startswith("sglang.")]:
+            del sys.modules[name]
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ SIM_DIR = REPO / "molecule" / "resources" / "simulator"
 BUILD_SCRIPT = SIM_DIR / "build_wheel.py"
 NVIDIA_SMI = REPO / "molecule" / "resources" / "nvidia-smi" / "nvidia-smi"
 FIXTURE_CATALOG = Path(__file__).resolve().parent / "data" / "sglang-0.5.23.json"
-REAL_CATALOG_DIR = REPO / "catalogs"
+REAL_CATALOG_DIR = REPO / "roles" / "sglang" / "files" / "catalogs"
 VERSION = "0.5.23"
 
 # Short timings so a whole start-to-ready cycle takes about 1.5 s.

@@ -2,34 +2,26 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from sim_helpers import SIM_DIR, LaunchFn, free_port, request, server_args
+from sim_helpers import LaunchFn, free_port, request, server_args
 
 GIB = 1024**3
 CELL = (512 + 64) * 61 * 2  # Kimi-K2.5 MLA bytes per token, bf16
 
 
-def load_hostmem() -> ModuleType:
-    path = SIM_DIR / "src" / "sglang" / "_sim" / "hostmem.py"
-    spec = importlib.util.spec_from_file_location("sim_hostmem_under_test", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
 
 
-hostmem = load_hostmem()
+@pytest.fixture(scope="module")
+def hostmem(sim_package: ModuleType) -> ModuleType:
+    return importlib.import_module("sglang._sim.hostmem")
 
 
-def inputs(**changes: object) -> object:
+def inputs(hostmem: ModuleType, **changes: object) -> object:
     base = {
         "version": "0.5.23", "bytes_per_token": CELL, "device_tokens": 173395, "hicache_ratio": 2.0,
         "hicache_size_gb": 0, "host_memory_mode": "cache", "host_memory_fraction": 0.8, "page_size": 1,
@@ -39,22 +31,22 @@ def inputs(**changes: object) -> object:
     return hostmem.HostPoolInputs(**base)
 
 
-def test_ratio_pool_is_device_tokens_times_ratio_page_aligned() -> None:
-    pool = hostmem.host_pool(inputs())
+def test_ratio_pool_is_device_tokens_times_ratio_page_aligned(hostmem: ModuleType) -> None:
+    pool = hostmem.host_pool(inputs(hostmem))
     assert pool.tokens == 346791
     assert pool.bytes == 346791 * CELL
-    assert hostmem.host_pool(inputs(page_size=64)).tokens == (346790 // 64 + 1) * 64
+    assert hostmem.host_pool(inputs(hostmem, page_size=64)).tokens == (346790 // 64 + 1) * 64
 
 
-def test_size_is_gb_per_rank() -> None:
-    pool = hostmem.host_pool(inputs(hicache_size_gb=20, hicache_ratio=None))
+def test_size_is_gb_per_rank(hostmem: ModuleType) -> None:
+    pool = hostmem.host_pool(inputs(hostmem, hicache_size_gb=20, hicache_ratio=None))
     assert pool.tokens == int(20e9 // CELL) + 1
 
 
-def test_up_to_0_5_18_each_rank_checks_alone() -> None:
-    per_rank = inputs(version="0.5.18", hicache_size_gb=100, available_bytes=200 * 10**9)
+def test_up_to_0_5_18_each_rank_checks_alone(hostmem: ModuleType) -> None:
+    per_rank = inputs(hostmem, version="0.5.18", hicache_size_gb=100, available_bytes=200 * 10**9)
     assert hostmem.host_pool(per_rank).available_bytes == 200 * 10**9 - 10 * GIB
-    split = inputs(version="0.5.19", hicache_size_gb=100, available_bytes=200 * 10**9)
+    split = inputs(hostmem, version="0.5.19", hicache_size_gb=100, available_bytes=200 * 10**9)
     expected = (200 * 10**9 - 10 * GIB) // 8
     with pytest.raises(ValueError, match=re.escape(
         f"Not enough host memory available. Requesting 100.00 GB but only have {expected / 1e9:.2f} GB free. "
@@ -63,27 +55,27 @@ def test_up_to_0_5_18_each_rank_checks_alone() -> None:
         hostmem.host_pool(split)
 
 
-def test_default_ratio_and_auto_size() -> None:
-    assert hostmem.host_pool(inputs(version="0.5.18", hicache_ratio=None)).tokens == 346791
+def test_default_ratio_and_auto_size(hostmem: ModuleType) -> None:
+    assert hostmem.host_pool(inputs(hostmem, version="0.5.18", hicache_ratio=None)).tokens == 346791
     # --hicache-host-memory-mode (and its 1.2 default ratio for buffer_only) exists from 0.5.19.
-    buffer_only = inputs(version="0.5.19", hicache_ratio=None, host_memory_mode="buffer_only")
+    buffer_only = inputs(hostmem, version="0.5.19", hicache_ratio=None, host_memory_mode="buffer_only")
     assert hostmem.host_pool(buffer_only).tokens == int(173395 * 1.2) + 1
     # 0.5.21+ auto-sizing only ever lowers the default ratio (hicache_auto_size.py): plenty of RAM -> 2.0 ...
-    assert hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None)).tokens == 346791
+    assert hostmem.host_pool(inputs(hostmem, version="0.5.23", hicache_ratio=None)).tokens == 346791
     # ... a tight host -> min(2.0, rank budget x fraction x 0.95 / device pool bytes).
     budget = (100 * 10**9 - 10 * GIB) // 8
     ratio = budget * 0.8 * 0.95 / (173395 * CELL)
-    auto = hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=None, available_bytes=100 * 10**9))
+    auto = hostmem.host_pool(inputs(hostmem, version="0.5.23", hicache_ratio=None, available_bytes=100 * 10**9))
     assert auto.tokens == int(173395 * ratio) + 1
     assert auto.bytes <= budget
     with pytest.raises(ValueError, match="Not enough host memory available"):  # 0.5.20 has no auto-sizing
-        hostmem.host_pool(inputs(version="0.5.20", hicache_ratio=None, available_bytes=100 * 10**9))
+        hostmem.host_pool(inputs(hostmem, version="0.5.20", hicache_ratio=None, available_bytes=100 * 10**9))
 
 
-def test_old_versions_assert_host_larger_than_device() -> None:
+def test_old_versions_assert_host_larger_than_device(hostmem: ModuleType) -> None:
     with pytest.raises(AssertionError, match="larger than the device memory"):
-        hostmem.host_pool(inputs(version="0.5.14", hicache_ratio=0.5))
-    assert hostmem.host_pool(inputs(version="0.5.23", hicache_ratio=0.5)).tokens == 86698
+        hostmem.host_pool(inputs(hostmem, version="0.5.14", hicache_ratio=0.5))
+    assert hostmem.host_pool(inputs(hostmem, version="0.5.23", hicache_ratio=0.5)).tokens == 86698
 
 
 def test_server_refuses_a_pool_larger_than_host_memory(launch: LaunchFn, model_dir: Path) -> None:

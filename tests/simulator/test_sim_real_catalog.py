@@ -1,4 +1,4 @@
-"""Against the catalogs generated from the real wheels (skipped until they exist in catalogs/)."""
+"""Against the catalogs generated from the real wheels (roles/sglang/files/catalogs/)."""
 
 from __future__ import annotations
 

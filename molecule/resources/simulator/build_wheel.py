@@ -6,7 +6,7 @@
 The wheel holds ``sglang/`` (``__init__``, ``version``, ``launch_server`` and the simulator in
 ``sglang/_sim``) plus copies of ``plugins/module_utils/sglang_catalog.py``, of
 ``plugins/module_utils/sglang_capacity.py`` (the capacity planner ``hostmem`` uses) and of the version's
-flag catalog (default ``<repo>/catalogs/sglang-<version>.json``), so the installed simulator reads
+flag catalog (default ``<repo>/roles/sglang/files/catalogs/sglang-<version>.json``), so the installed simulator reads
 nothing from the repository. With ``--companion NAME==VERSION`` it also builds stand-in wheels of
 pinned companions (FlashInfer's prebuilt kernels, which the stack role installs with SGLang). The
 bytes are deterministic: sorted entries, fixed timestamps and
@@ -164,7 +164,7 @@ def build(version: str, out_dir: str, catalog: str | None = None, requires: Sequ
     wheel that the sandbox's probe relies on (ninja, the pinned flashinfer-python)."""
     full = full_version(version)
     public = full.split("+", 1)[0]
-    catalog_path = catalog or os.path.join(REPO, "catalogs", f"sglang-{public}.json")
+    catalog_path = catalog or os.path.join(REPO, "roles", "sglang", "files", "catalogs", f"sglang-{public}.json")
     files = with_dist_info(package_files(full, catalog_path), full, requires=requires)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"sglang-{full}-py3-none-any.whl")
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", required=True, help="SGLang version to simulate, e.g. 0.5.23")
     parser.add_argument("--out", required=True, help="directory to write the wheel into")
-    parser.add_argument("--catalog", help="flag catalog (default: <repo>/catalogs/sglang-V.json)")
+    parser.add_argument("--catalog", help="flag catalog (default: <repo>/roles/sglang/files/catalogs/sglang-V.json)")
     parser.add_argument("--companion", action="append", default=[], metavar="NAME==VERSION",
                         help="also build a stand-in wheel of this pinned companion (FlashInfer, its kernels)")
     parser.add_argument("--requires", action="append", default=[], metavar="REQUIREMENT",

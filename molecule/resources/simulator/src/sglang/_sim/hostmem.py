@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-try:  # the installed simulator: the copy build_wheel.py puts next to this file
-    from sglang._sim import sglang_capacity as capacity
-except ImportError:  # the source tree (unit tests): plugins/module_utils is on sys.path
-    import sglang_capacity as capacity  # type: ignore[no-redef]
+from . import sglang_capacity as capacity  # the copy build_wheel.py puts next to this file
 
 GIB = capacity.GIB
 RESERVE_BYTES = capacity.HOST_RESERVE_BYTES  # SGLang keeps 10 GiB of host memory for everything else

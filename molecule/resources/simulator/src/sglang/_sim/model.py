@@ -8,10 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-try:  # the installed simulator: the copy build_wheel.py puts next to this file
-    from sglang._sim import sglang_capacity as capacity
-except ImportError:  # the source tree: plugins/module_utils is on sys.path
-    import sglang_capacity as capacity  # type: ignore[no-redef]
+from . import sglang_capacity as capacity  # the copy build_wheel.py puts next to this file
 
 DEFAULT_SHARDS = 64
 # A Kimi-K2.5 / DeepSeek-V3 style text config, used for a hub id that is not a local path.

@@ -1,0 +1,55 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the plan: the version/hardware rules and the capacity plan of a resolved host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_text, sglang_preflight
+
+DOCUMENTATION = r"""
+name: preflight
+short_description: Apply the rules and the capacity plan to a resolved host, and print the plan
+description:
+  - C(sglang.deploy.preflight) applies the version and hardware rules and the capacity plan to a host
+    resolved by C(sglang.deploy.resolve), with the inventory's facts and, during a deploy, the host's.
+  - C(sglang.deploy.plan_table) prints it for a person; C(sglang.deploy.plan_json) gives plan.yml's JSON.
+"""
+
+EXAMPLES = r"""
+- name: Rules and plan
+  ansible.builtin.set_fact:
+    checks: "{{ sglang_config | sglang.deploy.preflight(inventory_facts, host_facts, 8192, true) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: For preflight, a dict with ok, errors, warnings, drop_env, plan, facts and hardware.
+  type: raw
+"""
+
+
+def preflight(config: Any, pinned: Any, detected: Any = None, avg_seq_len: Any = 8192,
+              plan: str = "optional") -> dict[str, Any]:
+    """`sglang_config | sglang.deploy.preflight(inventory_facts, host_facts, 8192, 'required')`: the
+    configuration with its rules and capacity plan (``checks``), minus the environment the rules drop."""
+    try:
+        return sglang_preflight.apply(dict(config), dict(pinned or {}), dict(detected) if detected else None,
+                                      int(avg_seq_len), str(plan))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"preflight: {exc}") from exc
+
+
+def plan_table(config: Any, host: str) -> str:
+    return sglang_plan_text.table(host, dict(config))
+
+
+def plan_json(config: Any) -> dict[str, Any]:
+    return sglang_plan_text.plan_json(dict(config))
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"preflight": preflight, "plan_table": plan_table, "plan_json": plan_json}

@@ -1,0 +1,122 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight: the version/hardware rules and the capacity plan of one host, before anything changes.
+
+``run(config, pinned, detected, avg_seq_len, plan)`` joins a resolved configuration
+(sglang_config.resolve) with what is known of the host: values pinned in the inventory, and, during
+a deploy, what sglang_host_facts read on the host (sglang_settings.FACTS declares both). The host's
+own readings win for the hardware; a pinned inventory value that disagrees with the host is an
+error, because the plan would describe a machine that does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import sglang_config
+from . import sglang_rules as rules
+from . import sglang_settings as table
+from .sglang_capacity import CapacityError
+from .sglang_plan import PlanInputs, plan
+from .sglang_settings import FACTS
+from .sglang_types import to_float, to_int
+
+PLAN_MODES = ("optional", "required", "advisory")
+
+
+def merge_facts(pinned: dict[str, Any], detected: dict[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """Inventory values and host readings -> one set of facts, and the disagreements found."""
+    hardware = {fact.key: fact.var for fact in FACTS if fact.hardware}
+    facts = {key: value for key, value in pinned.items() if value not in (None, "", {})}
+    errors = []
+    for key, value in (detected or {}).items():
+        if key in ("errors", "notes") or value in (None, "", {}, []):
+            continue
+        if key in hardware and key in facts and str(facts[key]) != str(value):
+            errors.append(f"{hardware[key]}: the inventory says {facts[key]} but the host has {value}; "
+                          "allowed: the host's value, or unset it to use what the host reports")
+        if key in hardware or key not in facts:
+            facts[key] = value
+    return facts, errors
+
+
+def _architecture(config: dict[str, Any] | None) -> tuple[str, str]:
+    if not config:
+        return "", ""
+    architectures = config.get("architectures") or [""]
+    return str(architectures[0]), str(config.get("model_type") or "")
+
+
+def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int) -> PlanInputs:
+    """The plan's inputs: the typed settings the table marks as plan inputs, and the host's facts."""
+    settings = config.get("settings") or {}
+    values: dict[str, Any] = {"version": config["version"], "avg_seq_len": to_int(avg_seq_len)}
+    sources: dict[str, str] = {}
+    for setting in table.SETTINGS:
+        if setting.plan and setting.dest in settings:
+            values[setting.plan] = settings[setting.dest]["value"]
+            sources[setting.plan] = settings[setting.dest]["source"]
+    tp = max(int(values.get("tp_size") or 1), 1)
+    for fact in FACTS:
+        value = facts.get(fact.key)
+        if not fact.plan or value is None:
+            continue
+        if isinstance(value, dict):
+            values[fact.plan] = value
+            continue
+        try:
+            number = int(to_float(value) * fact.scale)
+        except ValueError as exc:
+            raise CapacityError(f"{fact.var}: {exc}") from None
+        values[fact.plan] = number // tp if fact.key.endswith("_total") else number
+    return PlanInputs(**values, sources=sources)
+
+
+def missing_for_plan(facts: dict[str, Any]) -> list[str]:
+    return [fact.var for fact in FACTS if fact.needed and facts.get(fact.key) in (None, "", {})]
+
+
+def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,
+        avg_seq_len: int = 8192, plan_mode: str = "optional") -> dict[str, Any]:
+    """Rules and plan for one host. plan_mode: ``optional`` plans when the facts allow; ``required``
+    refuses when the plan cannot be made (plan.yml, deploy); ``advisory`` reports a plan that does not
+    fit as a warning (render.yml only renders for review)."""
+    if plan_mode not in PLAN_MODES:
+        raise ValueError(f"plan mode {plan_mode!r}; allowed: {', '.join(PLAN_MODES)}")
+    facts, errors = merge_facts(pinned, detected)
+    errors += list((detected or {}).get("errors") or [])
+    warnings = list((detected or {}).get("notes") or [])
+    architecture, model_type = _architecture(facts.get("model_config"))
+    hardware = {"compute_capability": facts.get("compute_capability"), "gpu_count": facts.get("gpu_count"),
+                "model_architecture": architecture, "model_type": model_type,
+                "p2p_read": facts.get("p2p_read"), "iommu": facts.get("iommu")}
+    checked = rules.check(config["version"], config["args"], config["env"], hardware,
+                          sources=sglang_config.sources(config))
+    errors += checked["errors"]
+    warnings += checked["warnings"]
+    result: dict[str, Any] | None = None
+    missing = missing_for_plan(facts)
+    if not missing:
+        try:
+            result = plan(plan_inputs(config, facts, avg_seq_len))
+        except CapacityError as exc:
+            result = {"ok": False, "errors": [str(exc)], "warnings": []}
+        if plan_mode == "advisory":
+            warnings += [f"DEPLOY WOULD REFUSE THIS: {error}" for error in result["errors"]]
+        else:
+            errors += result["errors"]
+        warnings += result["warnings"]
+    elif plan_mode == "required":
+        errors.append("capacity plan: no value for " + ", ".join(missing)
+                      + "; allowed: set them in the inventory, or deploy so they are read on the host")
+    return {"ok": not errors, "errors": errors, "warnings": warnings, "drop_env": checked["drop_env"],
+            "plan": result, "facts": {k: v for k, v in facts.items() if k not in ("model_config", "draft_config")},
+            "hardware": hardware}
+
+
+def apply(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,
+          avg_seq_len: int = 8192, plan_mode: str = "optional") -> dict[str, Any]:
+    """The configuration with its ``checks`` (rules and plan) and without the environment the rules drop."""
+    checks = run(config, pinned, detected, avg_seq_len, plan_mode)
+    env = {name: value for name, value in config["env"].items() if name not in checks["drop_env"]}
+    return {**config, "env": env, "checks": checks}

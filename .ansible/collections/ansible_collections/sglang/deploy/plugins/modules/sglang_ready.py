@@ -1,0 +1,661 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait until an SGLang systemd unit serves a real generation; fail fast when it cannot."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_ready
+short_description: Wait for an SGLang unit to be ready, failing fast on a crash
+description:
+  - Follows one invocation of a systemd unit running SGLang. On every poll it reads the unit's
+    C(ActiveState), C(SubState), C(NRestarts) and C(InvocationID) and calls the server's health
+    endpoint, which runs a real one-token generation (C(/health_generate)). The port being open,
+    C(/ping) and C(/model_info) are never taken as ready.
+  - It succeeds only for the invocation that started after O(previous_invocation_id). It fails
+    within one poll interval when that invocation exits, fails, is restarted by systemd, or is
+    replaced, and puts the invocation's last journal lines in the message.
+  - It fails as soon as a load phase makes no progress for longer than its bound in
+    O(stall_timeouts), quoting the last progress line, instead of waiting out the whole O(timeout).
+  - It reads SGLang's load progress from the journal (phase, safetensors shard percentage) and
+    writes it to O(status_file) on every poll.
+  - Meant to run as an Ansible async job (C(async), C(poll=0)) so a dropped connection during a
+    15-minute load does not stop it. Poll it with O(jid) set, which returns the progress while
+    it runs and the waiter's result (or failure) once it ends.
+version_added: "1.0.0"
+options:
+  unit:
+    description: The systemd unit, for example C(sglang-kimi.service).
+    type: str
+    required: true
+  url:
+    description: Health URL that runs a generation, for example C(http://127.0.0.1:30000/health_generate).
+    type: str
+  previous_invocation_id:
+    description:
+      - InvocationID of the unit before a restart was requested. Readiness then counts only for a
+        newer invocation. Empty when no restart was requested (the current invocation is followed).
+    type: str
+    default: ""
+  timeout:
+    description: Seconds to wait in all, including the previous process's drain and the model load.
+    type: int
+    default: 1080
+  interval:
+    description: Seconds between polls.
+    type: float
+    default: 2
+  start_grace:
+    description: Seconds an inactive unit with no pending job may take to begin starting.
+    type: int
+    default: 30
+  health_timeout:
+    description: Seconds one health request may take (SGLang's own generation health timeout is 20 s).
+    type: int
+    default: 30
+  journal_lines:
+    description: Journal lines of the failed invocation quoted in a failure message.
+    type: int
+    default: 25
+  status_file:
+    description: JSON file the waiter writes its progress to on every poll.
+    type: path
+  stall_timeouts:
+    description:
+      - Seconds each load phase may go without progress before the load counts as hung and the wait
+        fails, quoting the last progress line. Keys C(starting), C(distributed_init),
+        C(loading_weights) (between two shard updates), C(kv_cache), C(cuda_graphs) (between two
+        captured batch sizes), C(host_kv_pool), C(warmup). A phase without a key is bounded only by
+        O(timeout). A load that is slow but moving keeps waiting.
+    type: dict
+    default: {}
+  shard_progress:
+    description:
+      - Whether this host sees the weight loader's shard progress (global rank 0 does; the other nodes
+        of a multi-node server do not), so that C(loading_weights) can be bounded between shards.
+    type: bool
+    default: true
+  jid:
+    description:
+      - Poll mode. The async job id of a running waiter; returns C(finished=false) and the
+        progress from O(status_file) while it runs, or the waiter's own result once it ended.
+    type: str
+  async_dir:
+    description: Directory of Ansible's async job files (poll mode).
+    type: path
+    default: ~/.ansible_async
+requirements:
+  - systemd with C(journalctl)
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+author: sglang-deploy contributors (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Start the readiness wait (detached)
+  sglang.deploy.sglang_ready:
+    unit: sglang-kimi.service
+    url: http://127.0.0.1:30000/health_generate
+    previous_invocation_id: "{{ previous.stdout }}"
+    timeout: 1080
+    status_file: /run/sglang-deploy/sglang-kimi.service.ready.json
+  async: 1200
+  poll: 0
+  register: ready_job
+
+- name: Wait, showing progress
+  sglang.deploy.sglang_ready:
+    unit: sglang-kimi.service
+    jid: "{{ ready_job.ansible_job_id }}"
+    status_file: /run/sglang-deploy/sglang-kimi.service.ready.json
+  register: ready
+  until: ready.finished
+  retries: 400
+  delay: 3
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the wait has ended; always true in wait mode.
+  type: bool
+  returned: always
+  sample: true
+ready:
+  description: The unit answered a real generation.
+  type: bool
+  returned: when finished
+  sample: true
+unit:
+  description: The unit waited for.
+  type: str
+  returned: when finished
+  sample: sglang-kimi.service
+elapsed_s:
+  description: Seconds from the start of the wait to the answer (or the failure).
+  type: float
+  returned: when finished
+  sample: 412.3
+phase:
+  description: Last load phase seen in the journal.
+  type: str
+  returned: when finished
+  sample: fired up
+describe:
+  description: The phase in words, with the shard progress while weights load.
+  type: str
+  returned: when finished
+  sample: loading weights 45% (29/64 shards)
+progress:
+  description: Last safetensors progress seen; null before the first shard.
+  type: dict
+  returned: when finished
+  contains:
+    percent:
+      description: Percentage of shards loaded.
+      type: int
+      sample: 45
+    done:
+      description: Shards loaded.
+      type: int
+      sample: 29
+    total:
+      description: Shards in all.
+      type: int
+      sample: 64
+phases:
+  description: Each phase seen, in order, with the seconds since the wait started.
+  type: list
+  elements: dict
+  returned: when finished
+  contains:
+    phase:
+      description: The phase.
+      type: str
+      sample: loading weights
+    at_s:
+      description: Seconds since the wait started.
+      type: float
+      sample: 12.5
+  sample: [{"phase": "loading weights", "at_s": 12.5}, {"phase": "fired up", "at_s": 398.0}]
+stall_key:
+  description: The stall bound the current phase falls under (a key of O(stall_timeouts)).
+  type: str
+  returned: when finished
+  sample: warmup
+last_progress_line:
+  description: The last journal line that showed progress.
+  type: str
+  returned: when finished
+  sample: "The server is fired up and ready to roll!"
+invocation_id:
+  description: The invocation followed (the one that became ready, or failed).
+  type: str
+  returned: when finished
+  sample: 0b6c0f7d4e2a4b8c9d1e2f3a4b5c6d7e
+active_state:
+  description: systemd's ActiveState of the unit at the last poll.
+  type: str
+  returned: when finished
+  sample: active
+sub_state:
+  description: systemd's SubState of the unit at the last poll.
+  type: str
+  returned: when finished
+  sample: running
+health:
+  description: The last health answer, an HTTP status or why there was none.
+  type: str
+  returned: when finished
+  sample: HTTP 200
+main_pid:
+  description: Main PID of the invocation that became ready.
+  type: int
+  returned: when ready
+  sample: 48213
+n_restarts:
+  description: systemd's NRestarts counter for the unit.
+  type: int
+  returned: when ready
+  sample: 0
+fired_up_to_ready_s:
+  description: Seconds from SGLang's "fired up and ready to roll" log line to the ready answer.
+  type: float
+  returned: when ready and the line was seen
+  sample: 6.2
+sglang_progress:
+  description:
+    - Poll mode, while the waiter runs - its last status from O(status_file) (empty before the first
+      poll), which the C(sglang.deploy.sglang_progress) callback prints.
+    - It has the keys unit, phase, describe, progress, elapsed_s, invocation_id, active_state, sub_state,
+      health, phases, stall_key and last_progress_line, as documented above.
+  type: dict
+  returned: in poll mode while the wait runs
+  sample: {"unit": "sglang-kimi.service", "phase": "loading weights", "describe": "loading weights 45% (29/64 shards)",
+           "elapsed_s": 131.0, "health": "[Errno 111] Connection refused"}
+"""
+
+import json
+import os
+import re
+import time
+from http.client import HTTPException
+from typing import Any, NoReturn, Protocol
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
+
+# SGLang's own log lines, in load order, as the pinned wheels 0.5.9 .. 0.5.23 write them (read from the
+# wheels: srt/model_executor/model_runner.py, srt/distributed/bootstrap.py, srt/mem_cache/*,
+# srt/managers/scheduler.py, srt/entrypoints/http_server.py; tests/fixtures/sglang-logs/ holds one
+# startup log per version). Each phase: marker, what it is called, and the stall bound it falls under.
+PHASES = tuple((re.compile(pattern, re.IGNORECASE), name, stall) for pattern, name, stall in (
+    (r"Init torch distributed begin|Init parallel begin", "initialising torch.distributed", "distributed_init"),
+    (r"Load weight begin", "loading weights", "loading_weights"),
+    (r"(Loading safetensors checkpoint|Multi-thread loading) shards", "loading weights", "loading_weights"),
+    (r"Load weight end", "weights loaded", "kv_cache"),
+    (r"KV Cache (is allocated|VA upper bound)|Memory pool end|of the KV budget", "allocating KV cache", "kv_cache"),
+    (r"Capture .*cuda graph begin", "capturing CUDA graphs", "cuda_graphs"),
+    (r"Capture .*cuda graph end", "CUDA graphs captured", "cuda_graphs"),
+    (r"max_total_num_tokens=", "starting HTTP server", "host_kv_pool"),
+    (r"host memory for hierarchical KV cache|hierarchical KV host pool|HiCache auto-sizing", "allocating host KV pool",
+     "host_kv_pool"),
+    (r"Uvicorn running on|Application startup complete", "warming up", "warmup"),
+    (r"The server is fired up and ready to roll", "fired up", "warmup"),
+))
+# Lines that show the load moving without starting a phase: the end of distributed init, the memory
+# baseline (0.5.23), the per-batch-size CUDA-graph bars (tqdm on TP rank 0).
+PROGRESS_RE = re.compile(r"Init (torch distributed|parallel) ends|Memory baseline taken|"
+                         r"Capturing (batches|prefill shape|num tokens)", re.IGNORECASE)
+# tqdm bar of the weight loader: "safetensors checkpoint" before 0.5.12, "Multi-thread loading" after.
+# Only global rank 0 draws it: the other nodes of a multi-node server see no shard progress.
+SHARDS_RE = re.compile(
+    r"(?:Loading safetensors checkpoint|Multi-thread loading) shards:\s*(\d+)% Completed \| (\d+)/(\d+)")
+STALL_KEYS = ("starting", "distributed_init", "loading_weights", "kv_cache", "cuda_graphs", "host_kv_pool", "warmup")
+SHOW_PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus",
+              "ExecMainCode", "Result", "LoadState")
+
+
+class WaitFailed(Exception):
+    """The unit cannot become ready in this invocation."""
+
+
+class Progress:
+    """Load progress of one invocation, read incrementally from the journal."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.phase_index = -1
+        self.phase = "starting"
+        self.stall_key = "starting"
+        self.progress: dict[str, int] | None = None
+        self.phases: list[dict[str, Any]] = []
+        self.fired_up_at: float | None = None
+        self.cursor: str | None = None
+        self.moved_at: float | None = None  # the last sign of progress (journal time)
+        self.last_line = ""
+
+    def begin(self, now: float) -> None:
+        """The followed invocation runs: the stall clock starts now, in phase "starting"."""
+        if self.moved_at is None:
+            self.moved_at = now
+
+    def feed(self, message: str, timestamp: float) -> None:
+        for line in re.split(r"[\r\n]+", message):
+            moved = self._shards(line)
+            for index, (marker, name, stall) in enumerate(PHASES):
+                if not marker.search(line):
+                    continue
+                moved = True  # a draft model's lines come after the target's later phases: progress all the same
+                if index > self.phase_index:
+                    self.phase_index, self.phase, self.stall_key = index, name, stall
+                    if not self.phases or self.phases[-1]["phase"] != name:
+                        self.phases.append({"phase": name, "at_s": round(timestamp - self.started, 1)})
+                    if name == "fired up":
+                        self.fired_up_at = timestamp
+            if moved or PROGRESS_RE.search(line):
+                self.moved_at = max(self.moved_at or timestamp, timestamp)
+                self.last_line = line.strip()[:300]
+
+    def _shards(self, line: str) -> bool:
+        match = SHARDS_RE.search(line)
+        if not match:
+            return False
+        progress = {"percent": int(match.group(1)), "done": int(match.group(2)), "total": int(match.group(3))}
+        moved = progress != self.progress
+        self.progress = progress
+        return moved
+
+    def stalled(self, now: float, bounds: dict[str, int], shard_progress: bool = True) -> str | None:
+        """Why the load counts as hung: no progress in the current phase for longer than its bound."""
+        bound = bounds.get(self.stall_key)
+        if self.moved_at is None or not bound or (self.stall_key == "loading_weights" and not shard_progress):
+            return None
+        idle = now - self.moved_at
+        if idle <= bound:
+            return None
+        last = f"'{self.last_line}' {now - self.moved_at:.0f} s ago" if self.last_line else "none since the start"
+        return (f"made no progress for {idle:.0f} s while {self.describe()} (stall bound "
+                f"sglang_service_stall_timeouts.{self.stall_key} = {bound} s); last progress line: {last}")
+
+    def describe(self) -> str:
+        text = self.phase
+        if self.progress and self.phase == "loading weights":
+            text += " {percent}% ({done}/{total} shards)".format(**self.progress)
+        return text
+
+
+class HostError(Exception):
+    """A command on the host failed."""
+
+
+class Host(Protocol):
+    """What the waiter reads on the host: the unit's state, its journal and the health answer."""
+
+    def unit_state(self, unit: str) -> dict[str, str]: ...
+
+    def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        ...
+
+    def health(self, url: str, timeout: int) -> tuple[bool, str]: ...
+
+
+def _message_text(value: Any) -> str:
+    """journalctl -o json gives MESSAGE as a byte array when it holds control characters (\\r)."""
+    if isinstance(value, list):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def journal_argv(journalctl: str, invocation: str, cursor: str | None, lines: int | None) -> list[str]:
+    """Entries of one invocation: the service's own output and systemd's messages about it."""
+    argv = [journalctl, "--no-pager", "-o", "json", "_SYSTEMD_INVOCATION_ID=" + invocation, "+",
+            "INVOCATION_ID=" + invocation]
+    if cursor:
+        argv.append("--after-cursor=" + cursor)
+    if lines:
+        argv.extend(["-n", str(lines)])
+    return argv
+
+
+def parse_journal(text: str) -> list[dict[str, Any]]:
+    """journalctl -o json lines -> [{cursor, ts (seconds), message}]; lines that are not JSON are skipped."""
+    entries = []
+    for raw in text.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        entries.append({"cursor": entry.get("__CURSOR"),
+                        "ts": int(entry.get("__REALTIME_TIMESTAMP", "0")) / 1e6,
+                        "message": _message_text(entry.get("MESSAGE"))})
+    return entries
+
+
+class SystemdHost:
+    """The host itself, read through the module: systemctl, journalctl and the health URL."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+
+    def unit_state(self, unit: str) -> dict[str, str]:
+        return systemctl_show(self.module, unit, SHOW_PROPS)
+
+    def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        journalctl = self.module.get_bin_path("journalctl")
+        if not journalctl:
+            raise HostError("journalctl is not installed")
+        argv = journal_argv(journalctl, invocation, cursor, lines)
+        rc, out, err = self.module.run_command(argv, errors="surrogate_or_replace")
+        if rc != 0:
+            raise HostError(f"{' '.join(argv)} failed ({rc}): {err.strip()}")
+        return parse_journal(out)
+
+    def health(self, url: str, timeout: int) -> tuple[bool, str]:
+        try:
+            with open_url(url, method="GET", timeout=timeout) as answer:
+                return answer.status == 200, f"HTTP {answer.status}"
+        except HTTPError as exc:
+            return False, f"HTTP {exc.code}"
+        except (URLError, OSError, HTTPException, UrlsConnectionError) as exc:
+            return False, str(getattr(exc, "reason", exc))
+
+
+def journal_excerpt(host: Host, invocation: str, count: int) -> str:
+    if not invocation:
+        return "(no invocation: the unit never started)"
+    try:
+        entries = host.journal(invocation, lines=count * 4)
+    except HostError as exc:
+        return f"(journal unavailable: {exc})"
+    lines = [part for entry in entries for part in re.split(r"[\r\n]+", entry["message"]) if part.strip()]
+    return "\n".join(lines[-count:]) or "(no journal lines)"
+
+
+def write_status(path: str | None, status: dict[str, Any]) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(status, handle)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class Waiter:
+    """One wait: follow the new invocation until it answers a generation or cannot."""
+
+    def __init__(self, params: dict[str, Any], host: Host, clock: Any = time) -> None:
+        self.p = params
+        self.host = host
+        self.clock = clock
+        self.started = clock.time()
+        self.progress = Progress(self.started)
+        self.previous = params["previous_invocation_id"] or ""
+        self.followed = ""
+        self.baseline_restarts = 0
+        self.last_health = "not asked yet"
+        self.state: dict[str, str] = {}
+
+    def elapsed(self) -> float:
+        return round(self.clock.time() - self.started, 1)
+
+    def status(self) -> dict[str, Any]:
+        return {"unit": self.p["unit"], "phase": self.progress.phase, "progress": self.progress.progress,
+                "describe": self.progress.describe(), "elapsed_s": self.elapsed(),
+                "invocation_id": self.followed, "active_state": self.state.get("ActiveState"),
+                "sub_state": self.state.get("SubState"), "health": self.last_health,
+                "phases": self.progress.phases, "stall_key": self.progress.stall_key,
+                "last_progress_line": self.progress.last_line}
+
+    def fail(self, why: str) -> WaitFailed:
+        self.clock.sleep(0.5)  # let journald take in the last lines the process wrote
+        invocation = self.followed or self.state.get("InvocationID", "")
+        excerpt = journal_excerpt(self.host, invocation, self.p["journal_lines"])
+        return WaitFailed(f"{self.p['unit']} {why} after {self.elapsed():.0f} s; last progress: "
+                          f"{self.progress.describe()}\n--- journal of the invocation ---\n{excerpt}")
+
+    def check_unit(self) -> None:
+        """Raise WaitFailed when the followed invocation is gone; start following a new one."""
+        state = self.state
+        invocation = state.get("InvocationID", "")
+        if state.get("LoadState") == "not-found":
+            raise self.fail("does not exist")
+        if not self.followed:
+            if invocation and invocation != self.previous:
+                self.followed = invocation
+                self.baseline_restarts = int(state.get("NRestarts") or 0)
+            elif state.get("ActiveState") in ("inactive", "failed") and \
+                    self.clock.time() - self.started > self.p["start_grace"]:
+                raise self.fail(f"did not start (state {state.get('ActiveState')})")
+            return
+        if invocation != self.followed:
+            raise self.fail(f"was restarted (invocation {self.followed[:8]} replaced by {invocation[:8]})")
+        if int(state.get("NRestarts") or 0) > self.baseline_restarts or state.get("SubState") == "auto-restart":
+            raise self.fail(f"crashed during start (exit {self.exit_text()}); systemd is restarting it")
+        if state.get("ActiveState") == "failed":
+            raise self.fail(f"failed (exit {self.exit_text()}, result {state.get('Result')})")
+        if state.get("ActiveState") in ("inactive", "deactivating"):
+            raise self.fail(f"stopped (state {state.get('ActiveState')}, exit {self.exit_text()})")
+
+    def exit_text(self) -> str:
+        code, status = self.state.get("ExecMainCode", ""), self.state.get("ExecMainStatus", "")
+        return {"1": f"status {status}", "2": f"killed by signal {status}",
+                "3": f"dumped core, signal {status}"}.get(code, f"code {code} status {status}")
+
+    def read_journal(self) -> None:
+        if not self.followed:
+            return
+        try:
+            entries = self.host.journal(self.followed, self.progress.cursor)
+        except HostError:
+            return
+        for entry in entries:
+            self.progress.feed(entry["message"], entry["ts"])
+            self.progress.cursor = entry["cursor"] or self.progress.cursor
+
+    def poll(self) -> bool:
+        self.state = self.host.unit_state(self.p["unit"])
+        self.check_unit()
+        self.read_journal()
+        if self.followed:
+            self.progress.begin(self.clock.time())
+        if self.followed and self.state.get("ActiveState") == "active" and self.p["url"]:
+            ok, self.last_health = self.host.health(self.p["url"], self.p["health_timeout"])
+            if ok:
+                self.state = self.host.unit_state(self.p["unit"])
+                self.check_unit()  # the answer must come from the invocation we follow
+                return True
+        return False
+
+    def run(self) -> dict[str, Any]:
+        deadline = self.started + self.p["timeout"]
+        while True:
+            ready = self.poll()
+            write_status(self.p["status_file"], self.status())
+            if ready:
+                return self.result()
+            stalled = self.progress.stalled(self.clock.time(), self.p["stall_timeouts"] or {},
+                                            self.p["shard_progress"])
+            if stalled:
+                raise self.fail(stalled)
+            if self.clock.time() >= deadline:
+                raise self.fail(f"was not ready within {self.p['timeout']} s (last health answer: {self.last_health})")
+            self.clock.sleep(self.p["interval"])
+
+    def result(self) -> dict[str, Any]:
+        now = self.clock.time()
+        self.read_journal()
+        result = self.status()
+        result.update({"ready": True, "finished": True, "changed": False, "elapsed_s": round(now - self.started, 1),
+                       "main_pid": int(self.state.get("MainPID") or 0),
+                       "n_restarts": int(self.state.get("NRestarts") or 0)})
+        if self.progress.fired_up_at is not None:
+            result["fired_up_to_ready_s"] = round(now - self.progress.fired_up_at, 2)
+        return result
+
+
+def stall_bounds(raw: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    """{phase: seconds} with known phases and whole seconds >= 1."""
+    bounds, problems = {}, []
+    for key, value in (raw or {}).items():
+        if key not in STALL_KEYS:
+            problems.append(f"{key!r} is not a load phase; allowed: {', '.join(STALL_KEYS)}")
+            continue
+        try:
+            seconds = int(str(value))
+        except ValueError:
+            seconds = 0
+        if seconds < 1:
+            problems.append(f"{key}: {value!r} is not a whole number of seconds >= 1")
+            continue
+        bounds[key] = seconds
+    return bounds, problems
+
+
+def finished_job(path: str) -> dict[str, Any] | None:
+    """The waiter's result once its async job has ended; None while it runs.
+
+    Ansible's async wrapper writes ``{"started": true, "finished": false}`` to the job file when the job
+    starts, and replaces it with the module's result (or a failure of its own, such as its time limit)
+    when it ends; a file it is still writing does not parse. async_status reads it by the same rules.
+    """
+    job = read_json(path)
+    if job is None or ("started" in job and not job.get("finished")):
+        return None
+    job.pop("invocation", None)  # the waiter's own arguments, not part of its result
+    return dict(job, finished=True)
+
+
+def poll_job(module: AnsibleModule) -> NoReturn:
+    """Poll mode: the detached waiter's progress while it runs; its result or failure once it has ended,
+    when its job file is removed (async_status mode=cleanup)."""
+    p = module.params
+    path = os.path.join(p["async_dir"], p["jid"])
+    if not os.path.exists(path):
+        module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']}", finished=True)
+    result = finished_job(path)
+    if result is None:
+        module.exit_json(changed=False, finished=False, sglang_progress=read_json(p["status_file"]) or {})
+    os.remove(path)
+    if result.get("failed"):
+        module.fail_json(msg=result.pop("msg", "the readiness waiter failed"), **result)
+    module.exit_json(**result)
+
+
+def wait(module: AnsibleModule) -> NoReturn:
+    """Wait mode: follow the unit until it answers a generation, or fail with why it cannot."""
+    if not module.params["url"]:
+        module.fail_json(msg="url is required unless jid is given")
+    bounds, problems = stall_bounds(module.params["stall_timeouts"])
+    if problems:
+        module.fail_json(msg="stall_timeouts: " + "; ".join(problems))
+    waiter = Waiter(dict(module.params, stall_timeouts=bounds), SystemdHost(module))
+    try:
+        result = waiter.run()
+    except (WaitFailed, SystemctlError) as exc:
+        status = waiter.status()
+        write_status(module.params["status_file"], dict(status, failed=True))
+        module.fail_json(msg=str(exc), ready=False, finished=True, **status)
+    module.exit_json(**result)
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "unit": {"type": "str", "required": True},
+    "url": {"type": "str"},
+    "previous_invocation_id": {"type": "str", "default": ""},
+    "timeout": {"type": "int", "default": 1080},
+    "interval": {"type": "float", "default": 2},
+    "start_grace": {"type": "int", "default": 30},
+    "health_timeout": {"type": "int", "default": 30},
+    "journal_lines": {"type": "int", "default": 25},
+    "status_file": {"type": "path"},
+    "stall_timeouts": {"type": "dict", "default": {}},
+    "shard_progress": {"type": "bool", "default": True},
+    "jid": {"type": "str"},
+    "async_dir": {"type": "path", "default": "~/.ansible_async"},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_by={"jid": ("status_file",)},
+                           supports_check_mode=True)
+    if module.params["jid"]:
+        poll_job(module)
+    wait(module)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Keep an sglang-router's worker list in step, through its HTTP API."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_router_workers
+short_description: Add, remove or reconcile the workers of an sglang-router
+description:
+  - Talks to the router's worker API (sglang-router / SGLang Model Gateway 0.3.x)
+    C(GET /workers), C(POST /workers), C(DELETE /workers/{id}). Both writes are asynchronous on the
+    router's side; with O(wait) the module waits until the list shows the result.
+  - Idempotent. A worker is identified by its URL (a trailing slash is ignored).
+  - Run it on a host that reaches the router (usually the router host itself, C(delegate_to)).
+version_added: "1.0.0"
+options:
+  router_url:
+    description: Base URL of the router, for example C(http://127.0.0.1:30080).
+    type: str
+    required: true
+  workers:
+    description: Worker URLs, for example C(http://10.0.0.11:30000).
+    type: list
+    elements: str
+    default: []
+  state:
+    description:
+      - C(present) adds the workers that are missing, C(absent) removes the given workers,
+        C(exact) also removes every registered worker that is not in O(workers).
+    type: str
+    choices: [present, absent, exact]
+    default: present
+  wait:
+    description: Wait until the present workers are listed healthy and the absent ones are gone.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait.
+    type: int
+    default: 120
+  api_key:
+    description: Router API key, if the router was started with one (sent as a bearer token, never logged).
+    type: str
+extends_documentation_fragment: sglang.deploy.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the workers it would add and remove, and changes nothing.
+  diff_mode:
+    support: full
+    details: The router's worker URLs before and after (as they would be, in check mode).
+author: sglang-deploy contributors (@sglang-deploy)
+"""
+
+EXAMPLES = r"""
+- name: Take a worker out before its restart
+  sglang.deploy.sglang_router_workers:
+    router_url: http://127.0.0.1:30080
+    workers: [http://10.0.0.11:30000]
+    state: absent
+  delegate_to: router-1
+
+- name: Keep the router's list equal to the inventory
+  sglang.deploy.sglang_router_workers:
+    router_url: http://127.0.0.1:30080
+    workers: "{{ groups['sglang_workers'] | map('extract', hostvars, ['sglang_config', 'url']) | list }}"
+    state: exact
+    wait: false
+"""
+
+RETURN = r"""
+added:
+  description: Worker URLs this run asked the router to add (would add, in check mode).
+  type: list
+  elements: str
+  returned: always
+  sample: ["http://10.0.0.11:30000"]
+removed:
+  description: Worker URLs this run asked the router to remove (would remove, in check mode).
+  type: list
+  elements: str
+  returned: always
+  sample: []
+workers:
+  description: The router's list at the end.
+  type: list
+  elements: dict
+  returned: always
+  contains:
+    url:
+      description: Worker URL, without a trailing slash.
+      type: str
+      sample: http://10.0.0.11:30000
+    id:
+      description: The router's id of the worker.
+      type: str
+      sample: 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f
+    is_healthy:
+      description: The router counts the worker healthy.
+      type: bool
+      sample: true
+    load:
+      description: The router's load figure for the worker; null when it gives none.
+      type: int
+      sample: 0
+"""
+
+import json
+import time
+from http.client import HTTPException
+from typing import Any
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+
+
+class RouterError(Exception):
+    """The router did not answer as its API says."""
+
+
+class Router:
+    def __init__(self, base: str, api_key: str | None, timeout: float = 10) -> None:
+        self.base = base.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            with open_url(self.base + path, data=data, headers=headers, method=method, timeout=self.timeout) as answer:
+                text = answer.read().decode() or "null"
+        except HTTPError as exc:
+            raise RouterError(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:300]}") from exc
+        except (URLError, OSError, HTTPException, UrlsConnectionError) as exc:
+            raise RouterError(f"{method} {path}: {getattr(exc, 'reason', exc)}") from exc
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise RouterError(f"{method} {path}: not JSON: {text[:200]}") from exc
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        listing = self.call("GET", "/workers")
+        return {norm(w["url"]): {"url": norm(w["url"]), "id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
+                                 "load": w.get("load")} for w in listing.get("workers", [])}
+
+    def add(self, url: str) -> None:
+        self.call("POST", "/workers", {"url": url})
+
+    def remove(self, worker_id: str) -> None:
+        self.call("DELETE", f"/workers/{worker_id}")
+
+
+def norm(url: str) -> str:
+    return str(url).rstrip("/")
+
+
+def plan(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -> tuple[list[str], list[str]]:
+    """(to add, to remove) for the requested state."""
+    if state == "absent":
+        return [], [url for url in wanted if url in current]
+    add = [url for url in wanted if url not in current]
+    remove = [url for url in current if url not in wanted] if state == "exact" else []
+    return add, remove
+
+
+def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -> bool:
+    if state == "absent":
+        return not any(url in current for url in wanted)
+    present = all(url in current and current[url]["is_healthy"] for url in wanted)
+    extra = state == "exact" and any(url not in wanted for url in current)
+    return present and not extra
+
+
+def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int, check: bool,
+        clock: Any = time) -> dict[str, Any]:
+    wanted = [norm(url) for url in wanted]
+    current = router.workers()
+    add, remove = plan(current, wanted, state)
+    diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
+    if not check:
+        for url in add:
+            router.add(url)
+        for url in remove:
+            router.remove(current[url]["id"])
+    deadline = clock.time() + timeout
+    while wait and not check:
+        current = router.workers()
+        if settled(current, wanted, state):
+            break
+        if clock.time() >= deadline:
+            pending = [u for u in wanted if state != "absent" and not current.get(u, {}).get("is_healthy")]
+            raise RouterError(f"router {router.base} did not settle within {timeout} s "
+                              f"(state {state}; not yet healthy: {pending or 'none'}; "
+                              f"listed: {sorted(current)})")
+        clock.sleep(1)
+    return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
+            "diff": diff}
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "router_url": {"type": "str", "required": True},
+    "workers": {"type": "list", "elements": "str", "default": []},
+    "state": {"type": "str", "choices": ["present", "absent", "exact"], "default": "present"},
+    "wait": {"type": "bool", "default": True},
+    "timeout": {"type": "int", "default": 120},
+    "api_key": {"type": "str", "no_log": True},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    p = module.params
+    try:
+        result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
+                     module.check_mode)
+    except RouterError as exc:
+        module.fail_json(msg=str(exc))
+    if not module._diff:
+        del result["diff"]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

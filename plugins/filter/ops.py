@@ -1,0 +1,131 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of operations: rollout batches, a server's metrics and status row, probe lines, apt."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: rollout_batches
+short_description: Rollout batches, metrics, the status table, probe report lines and missing apt packages
+description:
+  - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch.
+  - C(sglang.deploy.metrics) reads SGLang's Prometheus text; C(sglang.deploy.status_table) prints status.yml's table.
+  - C(sglang.deploy.probe_line) formats one check of the pre-restart probe.
+  - C(sglang.deploy.apt_missing) keeps the C(name) or C(name=version) specs that package_facts does not show installed.
+"""
+
+EXAMPLES = r"""
+- name: Roll one server at a time
+  hosts: sglang_workers
+  serial: "{{ groups | sglang.deploy.rollout_batches(1) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Depends on the filter; see its description.
+  type: raw
+"""
+
+
+def rollout_batches(groups: Any, serial: Any = 1) -> list[int]:
+    """Batch sizes for the rolling play's `serial`: hosts of group sglang_workers in order, where the
+    hosts of one sglang_multinode_<name> group form a single unit (restarted together). `serial` is
+    a count of units or a percentage ("25%") per batch."""
+    workers = list(groups.get("sglang_workers", []))
+    owner = {host: name for name, members in groups.items() if name.startswith("sglang_multinode_")
+             for host in members}
+    units: list[list[str]] = []
+    for host in workers:
+        if host in owner and units and units[-1][0] in owner and owner[units[-1][0]] == owner[host]:
+            units[-1].append(host)
+        else:
+            units.append([host])
+    for name in set(owner.values()):
+        members = [u for u in units if owner.get(u[0]) == name]
+        if len(members) != 1 or sorted(members[0]) != sorted(groups[name]):
+            raise AnsibleFilterError(
+                f"the hosts of {name} must all be in sglang_workers, next to each other in inventory order, "
+                f"so they roll out as one unit; got {groups[name]} within {workers}")
+    per_batch = _units_per_batch(serial, len(units))
+    return [sum(len(u) for u in units[i:i + per_batch]) for i in range(0, len(units), per_batch)] or [1]
+
+
+def _units_per_batch(serial: Any, units: int) -> int:
+    text = str(serial).strip()
+    try:
+        if text.endswith("%"):
+            percent = float(text[:-1])
+            if not 0 < percent <= 100:
+                raise ValueError
+            return max(1, int(units * percent / 100))
+        count = int(text)
+        if count < 1:
+            raise ValueError
+        return count
+    except ValueError:
+        raise AnsibleFilterError(f"sglang_rolling_serial: {serial!r} is not a count >= 1 or a percentage "
+                                 "like 25%; allowed: 1, 2, ... or 1%..100%") from None
+
+
+_METRICS = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
+            "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
+
+
+_METRICS = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
+            "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
+
+
+def metrics(text: Any) -> dict[str, float]:
+    """SGLang's Prometheus text -> {name: value} for the gauges status.yml shows (summed over labels)."""
+    values: dict[str, float] = {}
+    for line in str(text or "").splitlines():
+        match = re.match(r"^sglang:(\w+)(?:\{[^}]*\})?\s+([-+0-9.eE]+|NaN)$", line.strip())
+        if match and match.group(1) in _METRICS and match.group(2) != "NaN":
+            values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(2))
+    return values
+
+
+def status_table(rows: Any) -> str:
+    """status.yml's table, one line per server."""
+    head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
+           f" {'KV used':>8} {'host KV used':>13}"
+    lines = [head, "-" * len(head)]
+    for row in rows or []:
+        metrics = row.get("metrics") or {}
+        host_total = metrics.get("hicache_host_total_tokens") or 0
+        host_used = (f"{metrics.get('hicache_host_used_tokens', 0) / host_total:.0%}" if host_total else "-")
+        kv = f"{metrics['token_usage']:.0%}" if "token_usage" in metrics else "-"
+        uptime = int(row.get("uptime_s") or 0)
+        lines.append(f"{row['host']:<24} {row['state']:<16} {'ok' if row['healthy'] else str(row['health']):<7}"
+                     f" {uptime // 3600:>4}h{uptime % 3600 // 60:02d}m {row['restarts']:>8} {row['version']!s:<12}"
+                     f" {'DRIFT' if row['drift'] else 'in sync':<8} {kv:>8} {host_used:>13}")
+    return "\n".join(lines)
+
+
+def probe_line(check: Any) -> str:
+    """One line of the probe report: `  ok   cuda: ...` / `  FAIL toolchain: ...`."""
+    item = dict(check or {})
+    return f"  {'ok  ' if item.get('ok') else 'FAIL'} {item.get('check')}: {item.get('detail')}"
+
+
+def apt_missing(specs: Any, packages: Any) -> list[str]:
+    """`['g++', 'cuda-nvcc-13-0=13.0.88-1'] | sglang_apt_missing(ansible_facts.packages)`: the specs
+    that package_facts does not show installed (at exactly that version, for name=version)."""
+    missing = []
+    for spec in specs or []:
+        name, _, version = str(spec).partition("=")
+        installed = [str(entry.get("version")) for entry in (packages or {}).get(name) or []]
+        if not installed or (version and version not in installed):
+            missing.append(str(spec))
+    return missing
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"rollout_batches": rollout_batches, "metrics": metrics, "status_table": status_table,
+                "probe_line": probe_line, "apt_missing": apt_missing}

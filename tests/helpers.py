@@ -1,0 +1,58 @@
+"""What several test files share: the repository root, loading a script that runs outside Ansible (on a
+host, in a virtualenv, or a tool), rendering the example inventory, and the example's resolve inputs.
+
+The collection's own code (plugins/) is imported by its FQCN, ``ansible_collections.sglang.deploy``;
+pytest finds it through ``pythonpath`` in pyproject.toml (.cache/collections, where scripts/setup.sh
+links this checkout). Scripts are not Python packages: ``load_script`` is the one place that loads one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOGS = ROOT / "roles" / "sglang" / "files" / "catalogs"
+
+
+def load_script(path: Path, name: str | None = None) -> ModuleType:
+    """Import a standalone script (a role's file, a tool, a test resource) as a module, for its functions."""
+    module_name = name or f"script_{path.stem}_under_test"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """playbooks/render.yml for inventory/example into tmp, offline."""
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    return subprocess.run([playbook, "playbooks/render.yml", "-i", "inventory/example",
+                           "-e", f"render_dir={tmp}", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+# The resolve step's inputs for the example inventory, as roles/sglang/vars/main.yml passes them.
+BASE: dict[str, Any] = {
+    "sglang_version": "0.5.23", "sglang_instance": "kimi", "sglang_model_path": "/models/Kimi-K2.5",
+    "sglang_served_model_name": "kimi-k2.5", "sglang_tp_size": 8, "sglang_host": "0.0.0.0",
+    "sglang_port": 30000, "sglang_mem_fraction_static": 0.85, "sglang_kv_cache_dtype": "auto",
+    "sglang_hicache_enabled": True, "sglang_hicache_ratio": 2.0, "sglang_hicache_size": None,
+    "sglang_hicache_write_policy": "write_through", "sglang_hicache_io_backend": "kernel",
+    "sglang_hicache_mem_layout": None, "sglang_hicache_storage_backend": None,
+    "sglang_speculative_algorithm": "EAGLE3", "sglang_speculative_draft_model_path": "/models/draft",
+    "sglang_speculative_num_steps": 3, "sglang_speculative_eagle_topk": 1,
+    "sglang_speculative_num_draft_tokens": 4, "sglang_enable_metrics": True,
+    "sglang_extra_args": {}, "sglang_env": {}, "aliases": {},
+    "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
+}

@@ -1,0 +1,171 @@
+"""nvidia_driver_facts: Secure Boot, kernel modules, nvidia-smi and key fingerprints, read-only."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.sglang.deploy.plugins.modules import nvidia_driver_facts as facts
+from helpers import ROOT
+
+FAKE_SMI = ROOT / "molecule/resources/nvidia-smi/nvidia-smi"
+VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+# Throwaway public keys made with gpg 2.2 for these tests (no private half exists anywhere).
+RSA_KEY = """-----BEGIN PGP PUBLIC KEY BLOCK-----
+
+mQENBGsMBV0BCADhPUhZ12aGCilpuTJ5yzh/bv+AzWC7bATi5t8ptQpufyFc56j4
+q2boqa4V88EjNunRQE0rIulpnwOJgMrzAfxhZz7vuoeJ29ZDKOQCbnrBjDgpDLGY
+0k/8ZE2mlsgRrg/qxuQM6OhaVnxUEsHzDUkq6L0lOdlWZa0HwSb7hPabPKoEOmpP
+4f8Urxs3JdkSOQXCALOpnZqIsqEOIwYJhGODR7U56nDB+/nf9spsEXswnpUT0ES9
+YZkzN7FAYNUM3xSztA//U3+FIQYcgBbt7aOCzeODQ+183UKRLKuCYPqMRWVn7PDK
+3RPMw1itUG8glaM/UZmgNY9gdRVxjx3OyfVpABEBAAG0OnNnbGFuZy1kZXBsb3kg
+dGVzdCBmaXh0dXJlIDxmaXh0dXJlQHNnbGFuZy1kZXBsb3kuaW52YWxpZD6JAU4E
+EwEKADgWIQSBGpOQb2D8Dno6WzuqGwQXAutYFwUCawwFXQIbAwULCQgHAgYVCgkI
+CwIEFgIDAQIeAQIXgAAKCRCqGwQXAutYFxsiCADA9dLOqHx+JilI5GKBFWTf/JFW
+gVvQySbOjTQcSPYwYKO2V9coFsBVr6n1vKCSl0YkHIC/z86OUVkq7hLouCpTZ/U7
+tgZAL9jujw9Ms0si4c6BCwRfw53RBQXzgRKS0vAP+oL2Tw637AhIilfDgLHNTV7m
+uU2FqMVVuboBRWwFPoGiU6fhcaN9OhAIbMv2MiR01HMshIEOAdCPf+1g3rHOO99z
+xxVYYkT7BCn18lhV8GgYxrWUnxT/Vk+FfuJxgN4dP80G9heDaJCs+1AkJdjNHGs3
+8srVm+rqUaFh/HgQYeO6v64kSVL9jaee6WrjjxnjVzexm+jWOoO9GlFoY8lI
+=u5sP
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+RSA_FINGERPRINT = "811A93906F60FC0E7A3A5B3BAA1B041702EB5817"
+ED25519_KEY = """-----BEGIN PGP PUBLIC KEY BLOCK-----
+
+mDMEawv/EhYJKwYBBAHaRw8BAQdALcIZB+68R2B/QRwRWONJmw2Q6vwLXL5Dlpkm
+/h0yGgC0VXNnbGFuZy1kZXBsb3kgc2FuZGJveCByZXBvc2l0b3J5ICh0aHJvd2F3
+YXkgdGVzdCBrZXkpIDxzYW5kYm94QHNnbGFuZy1kZXBsb3kuaW52YWxpZD6IkAQT
+FggAOBYhBLigLT94Gl6wbn1X6Ulbb1mct4jkBQJrC/8SAhsDBQsJCAcCBhUKCQgL
+AgQWAgMBAh4BAheAAAoJEElbb1mct4jkOnYA/RhOoI7fQhKRqQY4sgSZHFaxVki2
+B2Pqw2eGN5lYyh8OAQC11ry8KqmhXunkOnDzVemfmDr6OApTsCDsk7w7IQWhDA==
+=Z0pz
+-----END PGP PUBLIC KEY BLOCK-----
+"""
+ED25519_FINGERPRINT = "B8A02D3F781A5EB06E7D57E9495B6F599CB788E4"
+
+
+
+def no_mokutil(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = facts.shutil.which
+    monkeypatch.setattr(facts.shutil, "which", lambda name: None if name == "mokutil" else real(name))
+
+
+def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any] | None) -> str:
+    """The sandbox's fake nvidia-smi, configured by a JSON file."""
+    if config is not None:
+        (tmp_path / "smi.json").write_text(json.dumps(config))
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_CONFIG", str(tmp_path / "smi.json"))
+    os.chmod(FAKE_SMI, 0o755)
+    return str(FAKE_SMI)
+
+
+@pytest.mark.parametrize(("key", "expected"), [(RSA_KEY, RSA_FINGERPRINT), (ED25519_KEY, ED25519_FINGERPRINT)],
+                         ids=["rsa", "ed25519"])
+def test_fingerprints_of_armored_and_binary_keys(key: str, expected: str) -> None:
+    assert facts.fingerprints(key.encode()) == [expected]
+    assert facts.fingerprints(facts.dearmor(key.encode())) == [expected]
+    with_header = key.replace("-----\n\n", "-----\nComment: a mirror's copy\n\n", 1)
+    assert facts.fingerprints(with_header.encode()) == [expected]
+
+
+def test_new_format_packets_are_read() -> None:
+    body = facts.packets(facts.dearmor(RSA_KEY.encode()))[0][1]
+    assert len(body) < 8384  # fits a two-octet new-format length
+    length = len(body) - 192
+    packet = bytes([0xC6, (length >> 8) + 192, length & 0xFF]) + body
+    assert facts.fingerprints(packet) == [RSA_FINGERPRINT]
+
+
+def test_unreadable_key_files_have_no_fingerprint(tmp_path: Path) -> None:
+    (tmp_path / "html").write_text("<html>404 Not Found</html>")
+    assert facts.key_fingerprints(str(tmp_path / "html")) == []
+    assert facts.key_fingerprints(str(tmp_path / "absent")) == []
+    assert facts.key_fingerprints(None) == []
+
+
+def test_secure_boot_without_mokutil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    no_mokutil(monkeypatch)
+    state, source = facts.secure_boot(str(tmp_path))
+    assert state == "disabled" and "legacy BIOS boot" in source
+    efivars = tmp_path / "firmware" / "efi" / "efivars"
+    efivars.mkdir(parents=True)
+    assert facts.secure_boot(str(tmp_path))[0] == "unknown"
+    (efivars / VAR).write_bytes(b"\x06\x00\x00\x00\x01")
+    assert facts.secure_boot(str(tmp_path)) == ("enabled", f"no mokutil; EFI variable {VAR} = 1")
+    (efivars / VAR).write_bytes(b"\x06\x00\x00\x00\x00")
+    assert facts.secure_boot(str(tmp_path))[0] == "disabled"
+
+
+@pytest.mark.parametrize(("output", "state"), [
+    ("SecureBoot enabled\n", "enabled"), ("SecureBoot disabled\n", "disabled"),
+    ("EFI variables are not supported on this system\n", "disabled"), ("", "unknown")])
+def test_secure_boot_from_mokutil(monkeypatch: pytest.MonkeyPatch, output: str, state: str) -> None:
+    monkeypatch.setattr(facts.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (0, output, ""))
+    assert facts.secure_boot("/nonexistent")[0] == state
+
+
+def test_mok_enrollment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "mok.pub"
+    assert facts.mok_enrolled([str(key)]) is None  # no key file
+    key.write_bytes(b"der")
+    monkeypatch.setattr(facts.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (0, f"{argv[-1]} is not enrolled\n", ""))
+    assert facts.mok_enrolled([str(key)]) is False
+    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (1, f"{argv[-1]} is already enrolled\n", ""))
+    assert facts.mok_enrolled([str(key)]) is True
+
+
+def test_kernel_modules_from_sysfs(tmp_path: Path) -> None:
+    assert facts.kernel_module(str(tmp_path))["loaded"] is False
+    (tmp_path / "module" / "nvidia").mkdir(parents=True)
+    (tmp_path / "module" / "nvidia" / "version").write_text("580.95.05\n")
+    (tmp_path / "module" / "nouveau").mkdir()
+    module = facts.kernel_module(str(tmp_path))
+    assert (module["loaded"], module["version"], module["nouveau_loaded"]) == (True, "580.95.05", True)
+
+
+def test_gpus_from_the_sandbox_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, None))
+    assert smi["ok"] and smi["driver_version"] == "580.95.05" and len(smi["gpus"]) == 8
+    assert smi["gpus"][7] == {"index": 7, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_cap": "12.0",
+                              "memory_total_mib": 97887, "persistence_mode": "Enabled",
+                              "uuid": smi["gpus"][7]["uuid"], "driver_version": "580.95.05"}
+    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, {"gpus": [{}] * 7, "driver_version": "580.105.08"}))
+    assert len(smi["gpus"]) == 7 and smi["driver_version"] == "580.105.08"
+
+
+def test_nvidia_smi_failures_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, {"driver_loaded": False}))
+    assert not smi["ok"] and smi["rc"] == 9 and "couldn't communicate with the NVIDIA driver" in smi["error"]
+    assert facts.nvidia_smi(str(tmp_path / "absent"))["error"].endswith("is not installed")
+
+
+def test_module_in_a_container_reads_the_running_driver_from_nvidia_smi(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    no_mokutil(monkeypatch)
+    smi = fake_smi(tmp_path, monkeypatch, {"driver_version": "580.105.08"})
+    (tmp_path / "key.asc").write_text(RSA_KEY)
+    args = {"nvidia_smi_path": smi, "container": True, "sysfs": str(tmp_path), "key_file": str(tmp_path / "key.asc"),
+            "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        facts.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["changed"] is False and result["secure_boot"] == "disabled"
+    assert result["loaded_driver_version"] == "580.105.08" and result["module"]["loaded"] is False
+    assert result["key_fingerprints"] == [RSA_FINGERPRINT]
+    with patch_module_args({**args, "container": False}), pytest.raises(SystemExit):
+        facts.main()
+    assert json.loads(capsys.readouterr().out)["loaded_driver_version"] is None  # no module on a real host
+
+
+def test_fixture_keys_are_public_only() -> None:
+    for key in (RSA_KEY, ED25519_KEY):
+        tags = {tag for tag, _ in facts.packets(facts.dearmor(key.encode()))}
+        assert "PRIVATE" not in key and 6 in tags and not tags & {5, 7}  # no secret (sub)key packets

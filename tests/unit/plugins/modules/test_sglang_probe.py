@@ -1,0 +1,181 @@
+"""The pre-restart probe: the module takes its transient unit's settings from the rendered unit, and the
+probe script's checks (what the sandbox cannot show is answered through the backend interface)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.modules import sglang_probe
+from helpers import ROOT, load_script
+
+GOLDEN_UNIT = (ROOT / "tests" / "golden" / "example" / "sglang-kimi.service").read_text()
+
+
+def probe_script() -> ModuleType:
+    module = load_script(ROOT / "roles" / "sglang_service" / "files" / "sglang_probe.py", "sglang_probe_script")
+    module.RESULTS.clear()
+    return module
+
+
+def test_the_probe_runs_with_every_execution_setting_of_the_new_unit() -> None:
+    properties, interpreter = sglang_probe.probe_properties(GOLDEN_UNIT, "/run/sglang-deploy/probe/x.env")
+    assert interpreter == "/opt/sglang/0.5.23/venv/bin/python"
+    unit_service = [line for line in GOLDEN_UNIT.split("[Service]")[1].split("[Install]")[0].splitlines()
+                    if line and not line.startswith((" ", "#"))]
+    keys = {line.split("=", 1)[0] for line in unit_service}
+    # Every [Service] setting is passed on except the lifecycle ones; the environment file is the probe's copy.
+    assert {p.split("=", 1)[0] for p in properties} - {"Requires", "After", "Wants"} == keys - sglang_probe.LIFECYCLE
+    for expected in ("User=sglang", "DevicePolicy=closed", "DeviceAllow=char-nvidia rw", "ProtectHome=yes",
+                     "CapabilityBoundingSet=", "LimitMEMLOCK=infinity", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                     "EnvironmentFile=/run/sglang-deploy/probe/x.env", "Requires=nvidia-device-nodes.service"):
+        assert expected in properties, expected
+    assert not [p for p in properties if p.startswith(("ExecStart", "Restart", "KillMode", "TimeoutStopSec", "Type="))]
+
+
+def test_unit_sections_join_continuations_and_skip_comments() -> None:
+    sections = sglang_probe.unit_sections("[Unit]\n# c\nAfter=a b\n[Service]\nExecStart=/x \\\n    --y 1 \\\n    --z\n")
+    assert sections == {"Unit": [("After", "a b")], "Service": [("ExecStart", "/x  --y 1  --z")]}
+
+
+def test_results_are_read_from_the_json_lines_only() -> None:
+    out = "\n".join([json.dumps({"check": "cuda", "ok": False, "detail": "x"}), "noise",
+                     json.dumps({"done": True, "ok": False})])
+    checks, done = sglang_probe.read_results(out)
+    assert checks == [{"check": "cuda", "ok": False, "detail": "x"}] and done == {"done": True, "ok": False}
+
+
+def test_device_errors_are_grouped_by_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+
+    def fake_open(path: str, flags: int) -> int:
+        code = {"/dev/nvidia-uvm": errno.ENOENT, "/dev/nvidia1": errno.ENXIO}.get(path, errno.EPERM)
+        raise OSError(code, os.strerror(code), path)
+
+    monkeypatch.setattr(script.os, "open", fake_open)
+    nodes = script.device_nodes(2)
+    assert nodes == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1"]
+    assert script.open_errors(nodes, accept=(errno.ENXIO,)) == [
+        "denied by the unit's device policy (DevicePolicy=closed, DeviceAllow=): /dev/nvidiactl, "
+        "/dev/nvidia-uvm-tools, /dev/nvidia0",
+        "missing (nvidia-device-nodes.service creates them at boot): /dev/nvidia-uvm"]
+
+
+def test_model_check_reads_config_and_first_shard(tmp_path: Path) -> None:
+    script = probe_script()
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"]}))
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}).encode()
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"xx")
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"xx")
+    ok, detail = script.read_model("model", str(tmp_path))
+    assert ok and "model-00001-of-00002.safetensors (1 tensors)" in detail
+    ok, detail = script.read_model("draft", str(tmp_path / "missing"))
+    assert not ok and detail.startswith(f"{tmp_path}/missing/config.json: No such file or directory")
+
+
+def test_flashinfer_prebuilt_kernels_must_match_flashinfers_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    versions = {"flashinfer-python": "0.7.2", "flashinfer-cubin": "0.7.2", "flashinfer-jit-cache": "0.6.18+cu130"}
+
+    def version(name: str) -> str:
+        if name not in versions:
+            raise script.importlib.metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(script.importlib.metadata, "version", version)
+    assert not script.check_flashinfer({"flashinfer_prebuilt": ["flashinfer-cubin", "flashinfer-jit-cache"]})
+    assert "flashinfer-jit-cache 0.6.18+cu130 does not match flashinfer 0.7.2" in script.RESULTS[-1]["detail"]
+    versions["flashinfer-jit-cache"] = "0.7.2+cu130"
+    assert script.check_flashinfer({"flashinfer_prebuilt": ["flashinfer-cubin", "flashinfer-jit-cache"]})
+
+
+def test_the_toolchain_check_compiles_with_the_sandbox_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dummy nvcc of the sandbox's apt repository, with the real gcc and Python.h of this interpreter."""
+    build_repo = load_script(ROOT / "molecule" / "resources" / "apt" / "build_repo.py", "build_repo")
+
+    home = tmp_path / "cuda-13.0"
+    for package in build_repo.cuda_packages():
+        for rel, (content, mode) in package.files.items():
+            path = home / rel.removeprefix("usr/local/cuda-13.0/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            path.chmod(mode)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ninja").write_text("#!/bin/sh\n")
+    (bin_dir / "ninja").chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    script = probe_script()
+    work = tmp_path / "work"
+    work.mkdir()
+    assert script.check_toolchain({"cuda_version": "13.0"}, str(work)), script.RESULTS
+    assert script.RESULTS[-1]["detail"].startswith("nvcc 13.0.88, cc ")
+    assert not script.check_toolchain({"cuda_version": "12.8"}, str(work))
+    assert "nvcc is CUDA 13.0, the stack needs 12.8" in script.RESULTS[-1]["detail"]
+    (home / "include" / "cuda_runtime.h").unlink()
+    assert not script.check_toolchain({"cuda_version": "13.0"}, str(work))
+    assert "nvcc cannot compile a CUDA kernel" in script.RESULTS[-1]["detail"]
+
+
+class StubBackend:
+    name = "stub"
+    accept_errnos = (errno.ENXIO,)
+
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+
+    def gpus(self, count: int, alloc_mib: int) -> tuple[bool, str]:
+        return self.ok, f"{count} GPUs, {alloc_mib} MiB"
+
+
+def test_gpus_check_reports_the_node_denials_before_asking_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script, "open_errors", lambda nodes, accept: [])
+    assert script.check_gpus({"gpus": 8, "alloc_mib": 64}, StubBackend(True))
+    assert script.RESULTS[-1]["detail"] == "stub: 8 GPUs, 64 MiB"
+    assert script.check_gpus({"gpus": 8, "exclusive_process": True}, StubBackend(False))  # not asked: held
+    monkeypatch.setattr(script, "open_errors", lambda nodes, accept: ["denied: /dev/nvidia0"])
+    assert not script.check_gpus({"gpus": 8}, StubBackend(True))
+
+
+def test_nccl_all_reduce_reports_a_hang_and_a_failure(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The real path spawns one process per rank with the server's interpreter; here the worker program is
+    replaced by one that sleeps (a hang) or fails, to check the bounds and the messages."""
+    script = probe_script()
+    monkeypatch.setattr(script, "NCCL_WORKER", "import sys, time; time.sleep(30)")
+    ok, detail = script.nccl_all_reduce(2, 1.0, str(tmp_path))
+    assert not ok and "did not finish within 1 s: a hang" in detail
+    monkeypatch.setattr(script, "NCCL_WORKER", "import sys; print('NCCL error: unhandled system error'); sys.exit(1)")
+    ok, detail = script.nccl_all_reduce(2, 10.0, str(tmp_path))
+    assert not ok and "rank 0: NCCL error: unhandled system error" in detail
+    monkeypatch.setattr(script, "NCCL_WORKER", "print('ok')")
+    assert script.nccl_all_reduce(2, 10.0, str(tmp_path))[0]
+    assert script.nccl_all_reduce(1, 10.0, str(tmp_path)) == (True, "one rank: no all-reduce needed")
+
+
+def test_without_torch_or_a_declared_backend_cuda_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script.importlib.metadata, "entry_points", lambda group: [])
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    with pytest.raises(ImportError):
+        script.cuda_backend()
+
+
+def test_a_declared_backend_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+
+    class Entry:
+        name = "cuda"
+
+        def load(self) -> Any:
+            return lambda: StubBackend(True)
+
+    monkeypatch.setattr(script.importlib.metadata, "entry_points", lambda group: [Entry()])
+    assert script.cuda_backend().name == "stub"

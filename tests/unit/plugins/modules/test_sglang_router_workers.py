@@ -1,0 +1,120 @@
+"""sglang_router_workers: the plan, the wait, and the HTTP calls against a fake router on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
+
+
+class FakeRouter(ThreadingHTTPServer):
+    """The three endpoints of sglang-router 0.3.2 that the module uses; additions become healthy at once."""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: FakeRouter
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def reply(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.server.calls.append("GET " + self.path)
+        self.reply(200, {"workers": list(self.server.workers.values()), "total": len(self.server.workers)})
+
+    def do_POST(self) -> None:
+        url = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["url"]
+        self.server.calls.append("POST " + url)
+        worker = self.server.workers.setdefault(url, {"id": str(uuid.uuid4()), "url": url, "is_healthy": True})
+        self.reply(202, {"status": "accepted", "worker_id": worker["id"]})
+
+    def do_DELETE(self) -> None:
+        worker_id = self.path.rsplit("/", 1)[-1]
+        self.server.calls.append("DELETE " + worker_id)
+        self.server.workers = {u: w for u, w in self.server.workers.items() if w["id"] != worker_id}
+        self.reply(202, {"status": "accepted"})
+
+
+@pytest.fixture
+def router() -> Iterator[FakeRouter]:
+    server = FakeRouter()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def client(server: FakeRouter) -> mod.Router:
+    return mod.Router(f"http://127.0.0.1:{server.server_address[1]}/", None)
+
+
+A, B, C = "http://a:30000", "http://b:30000", "http://c:30000"
+
+
+def test_present_adds_only_what_is_missing_and_is_idempotent(router: FakeRouter) -> None:
+    first = mod.run(client(router), [A, B], "present", True, 5, check=False)
+    assert first["changed"] and first["added"] == [A, B]
+    second = mod.run(client(router), [A, B], "present", True, 5, check=False)
+    assert not second["changed"] and [c for c in router.calls if c.startswith("POST")] == [f"POST {A}", f"POST {B}"]
+
+
+def test_absent_removes_by_id_and_waits_until_gone(router: FakeRouter) -> None:
+    mod.run(client(router), [A, B], "present", True, 5, check=False)
+    result = mod.run(client(router), [A + "/"], "absent", True, 5, check=False)
+    assert result["removed"] == [A] and sorted(router.workers) == [B]
+
+
+def test_exact_prunes_workers_not_in_the_inventory(router: FakeRouter) -> None:
+    mod.run(client(router), [A, C], "present", True, 5, check=False)
+    result = mod.run(client(router), [A, B], "exact", True, 5, check=False)
+    assert result["added"] == [B] and result["removed"] == [C]
+    assert sorted(router.workers) == [A, B]
+
+
+def test_check_mode_reports_without_writing(router: FakeRouter) -> None:
+    result = mod.run(client(router), [A], "present", True, 5, check=True)
+    assert result["changed"] and not router.workers
+
+
+def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:
+    class Sick:
+        base = "http://router"
+
+        def workers(self) -> dict[str, dict[str, Any]]:
+            return {A: {"url": A, "id": "1", "is_healthy": False}}
+
+    class Clock:
+        now = 0.0
+
+        def time(self) -> float:
+            return self.now
+
+        def sleep(self, seconds: float) -> None:
+            self.now += seconds
+
+    with pytest.raises(mod.RouterError, match=r"did not settle within 3 s .*not yet healthy: \['http://a:30000'\]"):
+        mod.run(Sick(), [A], "present", True, 3, check=False, clock=Clock())  # type: ignore[arg-type]
+
+
+def test_an_unreachable_router_is_a_clear_error() -> None:
+    with pytest.raises(mod.RouterError, match="GET /workers"):
+        mod.Router("http://127.0.0.1:9", None, timeout=2).workers()
