@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CATALOGS = ROOT / "roles" / "sglang" / "files" / "catalogs"
+CATALOGS = ROOT / "roles" / "sglang_config" / "files" / "catalogs"
 
 
 def load_script(path: Path, name: str | None = None) -> ModuleType:
@@ -42,7 +42,7 @@ def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
 
 
-# The resolve step's inputs for the example inventory, as roles/sglang/vars/main.yml passes them.
+# The resolve step's inputs for the example inventory, as roles/sglang_config/vars/main.yml passes them.
 BASE: dict[str, Any] = {
     "sglang_version": "0.5.23", "sglang_instance": "kimi", "sglang_model_path": "/models/Kimi-K2.5",
     "sglang_served_model_name": "kimi-k2.5", "sglang_tp_size": 8, "sglang_host": "0.0.0.0",
@@ -53,6 +53,6 @@ BASE: dict[str, Any] = {
     "sglang_speculative_algorithm": "EAGLE3", "sglang_speculative_draft_model_path": "/models/draft",
     "sglang_speculative_num_steps": 3, "sglang_speculative_eagle_topk": 1,
     "sglang_speculative_num_draft_tokens": 4, "sglang_enable_metrics": True,
-    "sglang_extra_args": {}, "sglang_env": {}, "aliases": {},
+    "sglang_extra_args": {}, "sglang_env": {},
     "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
 }

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
-"""Generate the SGLang flag catalog (``roles/sglang/files/catalogs/sglang-<version>.json``) from the real wheel.
+"""Generate the SGLang flag catalog (``roles/sglang_config/files/catalogs/sglang-<version>.json``) from the real wheel.
 
 Usage::
 
-    python3 tools/sglang_catalog.py 0.5.23 [--out roles/sglang/files/catalogs/] [--wheel-dir .cache/wheels]
+    python3 tools/sglang_catalog.py 0.5.23 [--out roles/sglang_config/files/catalogs/] [--wheel-dir .cache/wheels]
 
 Steps:
 
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO_ROOT / "roles" / "sglang" / "files" / "catalogs"
+DEFAULT_OUT = REPO_ROOT / "roles" / "sglang_config" / "files" / "catalogs"
 DEFAULT_WHEEL_DIR = REPO_ROOT / ".cache" / "wheels"
 FORMAT = 1
 PACKAGE = "sglang"
@@ -340,7 +339,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("version", help="sglang version on PyPI, e.g. 0.5.23")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="catalog directory (default: roles/sglang/files/catalogs/)")
+                        help="catalog directory (default: roles/sglang_config/files/catalogs/)")
     parser.add_argument("--wheel-dir", type=Path, default=DEFAULT_WHEEL_DIR,
                         help="wheel cache (default: .cache/wheels under the repo)")
     parser.add_argument("--no-help", action="store_true", help="drop help texts (smaller files)")
@@ -418,17 +417,14 @@ def _sglang_parser() -> argparse.ArgumentParser:
 
 def _json_value(value: Any) -> Any:
     """A JSON value for a default/const/choice; anything else becomes its repr."""
-    if value is None or isinstance(value, (bool, int, str)):
-        if isinstance(value, int) and not isinstance(value, bool) and type(value) is not int:
-            return repr(value)  # IntEnum and friends
-        if isinstance(value, str) and type(value) is not str:
-            return repr(value)  # str-based Enum
+    exact = type(value)  # subclasses (IntEnum, str-based Enum, OrderedDict, ...) become their repr
+    if value is None or exact in (bool, int, str):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+    if exact in (list, tuple):
         return [_json_value(item) for item in value]
-    if isinstance(value, dict) and type(value) is dict and all(isinstance(k, str) for k in value):
+    if exact is dict and all(isinstance(k, str) for k in value):
         return {key: _json_value(item) for key, item in value.items()}
     if isinstance(value, (set, frozenset)):
         return sorted((_json_value(item) for item in value), key=repr)
@@ -497,7 +493,7 @@ def _install_stubs() -> None:
     import inspect
     import types
 
-    real = {"sglang"} | {name for name, _ in REAL_DEPS}
+    real = {"sglang"} | {name for name, _pin in REAL_DEPS}
 
     def attribute(qualname: str) -> Any:
         """The value of a stub attribute: a fixed fact from _STUB_ATTRS, or a new stub."""

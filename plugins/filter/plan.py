@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.sglang.deploy.plugins.module_utils import sglang_preflight
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_text, sglang_preflight
 
 DOCUMENTATION = r"""
 name: preflight
@@ -30,19 +31,23 @@ _value:
 """
 
 
-def preflight(resolved: Any, pinned: Any, detected: Any = None, avg_seq_len: Any = 8192,
-              need_plan: bool = False, advisory_plan: bool = False) -> dict[str, Any]:
-    """Rules and capacity plan of a host: `config | sglang.deploy.preflight(inventory_facts, host_facts)`."""
-    return sglang_preflight.run(dict(resolved), dict(pinned or {}), dict(detected) if detected else None,
-                                int(avg_seq_len), bool(need_plan), bool(advisory_plan))
+def preflight(config: Any, pinned: Any, detected: Any = None, avg_seq_len: Any = 8192,
+              plan: str = "optional") -> dict[str, Any]:
+    """`sglang_config | sglang.deploy.preflight(inventory_facts, host_facts, 8192, 'required')`: the
+    configuration with its rules and capacity plan (``checks``), minus the environment the rules drop."""
+    try:
+        return sglang_preflight.apply(dict(config), dict(pinned or {}), dict(detected) if detected else None,
+                                      int(avg_seq_len), str(plan))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"preflight: {exc}") from exc
 
 
-def plan_table(result: Any, host: str) -> str:
-    return sglang_preflight.table(host, dict(result))
+def plan_table(config: Any, host: str) -> str:
+    return sglang_plan_text.table(host, dict(config))
 
 
-def plan_json(result: Any) -> dict[str, Any]:
-    return sglang_preflight.plan_json(dict(result))
+def plan_json(config: Any) -> dict[str, Any]:
+    return sglang_plan_text.plan_json(dict(config))
 
 
 class FilterModule:

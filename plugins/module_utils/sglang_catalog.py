@@ -3,9 +3,9 @@
 """The SGLang flag catalog: every command-line option one SGLang version accepts.
 
 A catalog is JSON written by ``tools/sglang_catalog.py`` from the real ``sglang`` wheel
-(``roles/sglang/files/catalogs/sglang-<version>.json``). The same catalog is read by the controller-side validation
-(render, plan, deploy) and by the SGLang simulator, which builds its argument parser from it, so a
-flag that validation refuses is also refused by the server double.
+(``roles/sglang_config/files/catalogs/sglang-<version>.json``). The same catalog is read by the
+controller-side validation (render, plan, deploy) and by the SGLang simulator, which builds its
+argument parser from it, so a flag that validation refuses is also refused by the server double.
 
 Format (``"format": 1``)::
 
@@ -44,7 +44,7 @@ import re
 from typing import Any
 
 FORMAT = 1
-# The catalogs live with the role that resolves the configuration (roles/sglang/files/catalogs), which
+# The catalogs live with the role that resolves the configuration (roles/sglang_config/files/catalogs), which
 # passes their directory; a caller without one may name it in SGLANG_CATALOG_DIR.
 CATALOG_DIR_ENV = "SGLANG_CATALOG_DIR"
 _VERSION_RE = re.compile(r"^sglang-(?P<version>[0-9][0-9A-Za-z.+-]*)\.json$")
@@ -59,7 +59,7 @@ class CatalogError(Exception):
 def catalog_dir(directory: str | None = None) -> str:
     found = directory or os.environ.get(CATALOG_DIR_ENV)
     if not found:
-        raise CatalogError(f"no catalog directory given (roles/sglang/files/catalogs, or {CATALOG_DIR_ENV})")
+        raise CatalogError(f"no catalog directory given (roles/sglang_config/files/catalogs, or {CATALOG_DIR_ENV})")
     return os.path.normpath(found)
 
 

@@ -61,7 +61,7 @@ def p2p_problems(pairs: dict[str, str], gpus: int | None = None) -> list[str]:
 
 def sysfs_bus_id(bus_id: str) -> str:
     """nvidia-smi's 00000000:01:00.0 -> sysfs's 0000:01:00.0."""
-    domain, _, rest = bus_id.strip().lower().partition(":")
+    domain, _sep, rest = bus_id.strip().lower().partition(":")
     return f"{domain[-4:]}:{rest}"
 
 

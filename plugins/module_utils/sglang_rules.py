@@ -43,19 +43,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import sglang_gpu_topology as topology
+from .sglang_capacity import DRAFT_KV_ALGORITHMS
+from .sglang_types import version_tuple
 
-EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 KIMI_K25 = ("KimiK25ForConditionalGeneration", "kimi_k25")
 ATTENTION_BACKEND_FLAGS = ("--attention-backend", "--decode-attention-backend", "--prefill-attention-backend",
                            "--speculative-draft-attention-backend")
-
-
-def version_tuple(version: str) -> tuple[int, int, int]:
-    """'0.5.23', '0.5.10.post1', '0.5.23+sim' -> (0, 5, 23)."""
-    parts = [int(m.group(0)) if m else 0
-             for m in (re.match(r"\d+", p) for p in str(version).split("+", 1)[0].split(".")[:3])]
-    parts += [0] * (3 - len(parts))
-    return parts[0], parts[1], parts[2]
 
 
 @dataclass(frozen=True)
@@ -118,20 +111,23 @@ def _not_sm90_or_sm10x(ctx: Context) -> bool:
     return ctx.cc_major is not None and ctx.cc_major not in (9, 10)
 
 
-def _tp_exceeds_gpus(ctx: Context) -> bool:
+def _tp_and_nodes(ctx: Context) -> tuple[int, int] | None:
     try:
-        tp, nodes = int(ctx.value("--tp-size") or 1), int(ctx.value("--nnodes") or 1)
+        return int(ctx.value("--tp-size") or 1), int(ctx.value("--nnodes") or 1)
     except ValueError:
-        return False
-    return ctx.gpu_count is not None and tp > ctx.gpu_count * nodes
+        return None
+
+
+def _tp_exceeds_gpus(ctx: Context) -> bool:
+    sizes = _tp_and_nodes(ctx)
+    return sizes is not None and ctx.gpu_count is not None and sizes[0] > ctx.gpu_count * sizes[1]
 
 
 def _tp_leaves_gpus_unusable(ctx: Context) -> bool:
-    try:
-        tp, nodes = int(ctx.value("--tp-size") or 1), int(ctx.value("--nnodes") or 1)
-    except ValueError:
+    sizes = _tp_and_nodes(ctx)
+    if sizes is None:
         return False
-    per_host = tp // max(nodes, 1)
+    per_host = sizes[0] // max(sizes[1], 1)
     return (ctx.gpu_count is not None and not _tp_exceeds_gpus(ctx) and per_host > 0
             and ctx.gpu_count % per_host != 0)
 
@@ -141,8 +137,8 @@ def _trtllm_mla_on_sm12x(flag: str) -> Callable[[Context], bool]:
 
 
 def _without_steps(flag: str) -> Callable[[Context], bool]:
-    return lambda ctx: (ctx.has(flag) and not ctx.has("--speculative-num-steps") and ctx.algorithm in EAGLE_FAMILY
-                        and not ctx.has("--speculative-adaptive"))
+    return lambda ctx: (ctx.has(flag) and not ctx.has("--speculative-num-steps")
+                        and ctx.algorithm in DRAFT_KV_ALGORITHMS and not ctx.has("--speculative-adaptive"))
 
 
 @dataclass(frozen=True)
@@ -257,7 +253,7 @@ def check(version: str, args: list[list[Any]], env: dict[str, Any], hardware: di
           sources: dict[str, str] | None = None) -> dict[str, list[str]]:
     """Apply RULES to one host.
 
-    args: ``[[flag, *values], ...]`` as ``sglang_args.resolve()["args"]``; env: the environment;
+    args: ``[[flag, *values], ...]`` as ``sglang_config.resolve()["args"]``; env: the environment;
     hardware: ``compute_capability`` ("12.0"), ``gpu_count``, ``model_architecture`` (and optionally
     ``model_type``). ``sources`` may name the variable that set each flag, for the messages.
     Returns errors, warnings, and drop_env (environment names to leave out of the unit).

@@ -1,9 +1,11 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Typing of values as Ansible users write them (`-e x=false` arrives as the string "false").
+"""Typing of values as Ansible users write them (`-e x=false` arrives as the string "false"),
+SGLang version comparison, and the collector of messages that name the variable they are about.
 
-Shared by the resolve step (sglang_args) and the capacity planner (sglang_capacity, which the
-simulator wheel also carries). Each function raises ValueError with a short reason.
+Shared by the settings (sglang_config), the capacity formulas (sglang_capacity, which the simulator
+wheel also carries) and the plan. Standard library only, Python 3.9+. Each converter raises
+ValueError with a short reason.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import math
 import re
 from typing import Any
 
+_HUMAN_INT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|M|G|T|Ki|Mi|Gi|Ti)?\s*$")
+_HUMAN_SCALE = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
 _BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
@@ -53,3 +58,47 @@ def to_float(value: Any) -> float:
     if math.isnan(number) or math.isinf(number):
         raise ValueError(f"{value!r} is not a finite number")
     return number
+
+
+def to_human_int(value: Any) -> int:
+    """SGLang's human_readable_int (0.5.12+, e.g. --max-total-tokens): 128000, "128k", "25.6k", "1Mi"
+    (suffixes are case-sensitive; decimals only with SI suffixes)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return to_int(value)
+    match = _HUMAN_INT.match(str(value))
+    suffix = match.group(2) or "" if match else ""
+    if not match or ("." in match.group(1) and suffix.endswith("i")) or ("." in match.group(1) and not suffix):
+        raise ValueError(f"{value!r} is not an integer (suffixes k, M, G, T, Ki, Mi, Gi, Ti allowed)")
+    return int(float(match.group(1)) * _HUMAN_SCALE[suffix])
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """'0.5.23', '0.5.10.post1', '0.5.23+sim' -> (0, 5, 23); rules change only at patch releases."""
+    parts = [int(m.group(0)) if m else 0
+             for m in (re.match(r"\d+", p) for p in str(version).split("+", 1)[0].split(".")[:3])]
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def at_least(version: str, minimum: str) -> bool:
+    return version_tuple(version) >= version_tuple(minimum)
+
+
+class Problems:
+    """Errors and warnings, each starting with the name of what it is about. ``names`` renames a
+    key (a plan input, a variable) to what the user wrote, e.g. "hicache_ratio (overrides ...)"."""
+
+    def __init__(self, names: dict[str, str] | None = None) -> None:
+        self.names = dict(names or {})
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    def name(self, key: str) -> str:
+        return self.names.get(key, key)
+
+    def error(self, key: str, message: str) -> None:
+        self.errors.append(f"{self.name(key)}: {message}")
+
+    def warn(self, key: str, message: str) -> None:
+        self.warnings.append(f"{self.name(key)}: {message}")

@@ -18,9 +18,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 SIM_DIR = REPO / "molecule" / "resources" / "simulator"
 BUILD_SCRIPT = SIM_DIR / "build_wheel.py"
-NVIDIA_SMI = REPO / "molecule" / "resources" / "nvidia-smi" / "nvidia-smi"
+NVIDIA_SMI = REPO / "molecule" / "resources" / "nvidia-smi" / "nvidia-smi"  # a /bin/sh wrapper of:
+NVIDIA_SMI_PY = NVIDIA_SMI.with_name("nvidia_smi.py")
 FIXTURE_CATALOG = Path(__file__).resolve().parent / "data" / "sglang-0.5.23.json"
-REAL_CATALOG_DIR = REPO / "roles" / "sglang" / "files" / "catalogs"
+REAL_CATALOG_DIR = REPO / "roles" / "sglang_config" / "files" / "catalogs"
 VERSION = "0.5.23"
 
 # Short timings so a whole start-to-ready cycle takes about 1.5 s.
@@ -125,13 +126,13 @@ def get_status(port: int, path: str = "/health") -> int:
 
 
 def get_json(port: int, path: str, headers: dict[str, str] | None = None) -> Any:
-    status, body, _ = request(port, "GET", path, headers=headers)
+    status, body, _headers = request(port, "GET", path, headers=headers)
     assert status == 200, (path, status, body)
     return json.loads(body)
 
 
 def post_json(port: int, path: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    status, data, _ = request(port, "POST", path, body, headers=headers)
+    status, data, _headers = request(port, "POST", path, body, headers=headers)
     return status, json.loads(data) if data else None
 
 

@@ -14,8 +14,6 @@ GIB = 1024**3
 CELL = (512 + 64) * 61 * 2  # Kimi-K2.5 MLA bytes per token, bf16
 
 
-
-
 @pytest.fixture(scope="module")
 def hostmem(sim_package: ModuleType) -> ModuleType:
     return importlib.import_module("sglang._sim.hostmem")
@@ -100,7 +98,7 @@ def test_server_allocates_and_reports_the_host_pool(launch: LaunchFn, model_dir:
     server.wait_ready()
     line = "Allocating kv hierarchical KV host pool: 308743 tokens, 21.70 GB host memory."
     assert server.stderr.count(line) == 8
-    status, body, _ = request(port, "GET", "/metrics")
+    status, body, _headers = request(port, "GET", "/metrics")
     assert status == 200
     assert re.search(r"^sglang:hicache_host_total_tokens\{[^}]*\} 308743\.0$", body.decode(), re.M)
     assert re.search(r"^sglang:hicache_host_used_tokens\{[^}]*\} 0\.0$", body.decode(), re.M)

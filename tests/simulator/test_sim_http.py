@@ -93,7 +93,7 @@ def test_generate(api: Server) -> None:
      {"text": "x", "sampling_params": {"max_new_tokens": -1}}, {"text": 5}],
 )
 def test_generate_rejects_bad_bodies(api: Server, body: object) -> None:
-    status, data, _ = request(api.port, "POST", "/generate", body)
+    status, data, _headers = request(api.port, "POST", "/generate", body)
     assert status == 400
     assert "message" in json.loads(data)["error"]
 
@@ -148,7 +148,7 @@ def test_metrics_count_requests_and_show_running_and_queue(api: Server) -> None:
     def long_request() -> None:
         post_json(api.port, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 150}})
 
-    threads = [threading.Thread(target=long_request) for _ in range(3)]
+    threads = [threading.Thread(target=long_request) for _index in range(3)]
     for thread in threads:
         thread.start()
         time.sleep(0.05)

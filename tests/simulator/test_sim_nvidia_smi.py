@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sim_helpers import NVIDIA_SMI
+from sim_helpers import NVIDIA_SMI, NVIDIA_SMI_PY
 
 UUID = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def smi(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, FAKE_NVIDIA_SMI_CONFIG=str(config or "/nonexistent/nvidia-smi.json"))
-    return subprocess.run([sys.executable, str(NVIDIA_SMI), *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, str(NVIDIA_SMI_PY), *args], capture_output=True, text=True, env=env,
                           check=False)
 
 
@@ -32,9 +33,20 @@ def with_app(tmp_path: Path) -> Path:
     return path
 
 
-def test_script_is_executable_python() -> None:
+def test_command_is_a_sh_wrapper_running_the_python_next_to_it(tmp_path: Path) -> None:
+    # Hosts have python3 but no `python`; the sandbox installs both files side by side in /usr/bin.
     assert os.access(NVIDIA_SMI, os.X_OK)
-    assert NVIDIA_SMI.read_text().startswith("#!/usr/bin/env python3\n")
+    assert NVIDIA_SMI.read_text().startswith("#!/bin/sh\n")
+    assert not NVIDIA_SMI_PY.read_text().startswith("#!")
+    for path in (NVIDIA_SMI, NVIDIA_SMI_PY):
+        shutil.copy(path, tmp_path / path.name)
+    env = dict(os.environ, FAKE_NVIDIA_SMI_CONFIG="/nonexistent/nvidia-smi.json")
+    done = subprocess.run([str(tmp_path / "nvidia-smi"), "--query-gpu=index", "--format=csv,noheader"],
+                          capture_output=True, text=True, env=env, check=False)
+    assert (done.returncode, done.stdout) == (0, "".join(f"{index}\n" for index in range(8)))
+    done = subprocess.run([str(tmp_path / "nvidia-smi"), "--bogus"], capture_output=True, text=True, env=env,
+                          check=False)
+    assert done.returncode == 2 and "Invalid combination" in done.stdout
 
 
 def test_default_is_eight_rtx_pro_6000() -> None:

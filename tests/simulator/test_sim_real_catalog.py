@@ -1,4 +1,4 @@
-"""Against the catalogs generated from the real wheels (roles/sglang/files/catalogs/)."""
+"""Against the catalogs generated from the real wheels (roles/sglang_config/files/catalogs/)."""
 
 from __future__ import annotations
 

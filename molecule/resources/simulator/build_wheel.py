@@ -1,12 +1,12 @@
-#!/usr/bin/env python3
 """Build the SGLang simulator wheel ``sglang-<version>+sim-py3-none-any.whl``.
 
     python3 molecule/resources/simulator/build_wheel.py --version 0.5.23 --out DIR [--catalog PATH]
 
 The wheel holds ``sglang/`` (``__init__``, ``version``, ``launch_server`` and the simulator in
 ``sglang/_sim``) plus copies of ``plugins/module_utils/sglang_catalog.py``, of
-``plugins/module_utils/sglang_capacity.py`` (the capacity planner ``hostmem`` uses) and of the version's
-flag catalog (default ``<repo>/roles/sglang/files/catalogs/sglang-<version>.json``), so the installed simulator reads
+``plugins/module_utils/sglang_capacity.py`` and ``sglang_types.py`` (the capacity formulas ``hostmem``
+uses) and of the version's flag catalog (default
+``<repo>/roles/sglang_config/files/catalogs/sglang-<version>.json``), so the installed simulator reads
 nothing from the repository. With ``--companion NAME==VERSION`` it also builds stand-in wheels of
 pinned companions (FlashInfer's prebuilt kernels, which the stack role installs with SGLang). The
 bytes are deterministic: sorted entries, fixed timestamps and
@@ -78,7 +78,7 @@ class BuildError(Exception):
 
 def full_version(version: str) -> str:
     """0.5.23 -> 0.5.23+sim; a version that already has a local label is kept."""
-    public, _, local = version.partition("+")
+    public, _sep, local = version.partition("+")
     if not PUBLIC_VERSION.match(public):
         raise BuildError(f"not a release version: {version!r}")
     return f"{public}+{local or LOCAL_LABEL}"
@@ -164,7 +164,7 @@ def build(version: str, out_dir: str, catalog: str | None = None, requires: Sequ
     wheel that the sandbox's probe relies on (ninja, the pinned flashinfer-python)."""
     full = full_version(version)
     public = full.split("+", 1)[0]
-    catalog_path = catalog or os.path.join(REPO, "roles", "sglang", "files", "catalogs", f"sglang-{public}.json")
+    catalog_path = catalog or os.path.join(REPO, "roles", "sglang_config", "files", "catalogs", f"sglang-{public}.json")
     files = with_dist_info(package_files(full, catalog_path), full, requires=requires)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"sglang-{full}-py3-none-any.whl")
@@ -174,7 +174,7 @@ def build(version: str, out_dir: str, catalog: str | None = None, requires: Sequ
 
 def build_companion(requirement: str, out_dir: str) -> str:
     """A stand-in wheel for NAME==VERSION (flashinfer-cubin==0.7.2): a module NAME with __version__."""
-    name, _, version = requirement.partition("==")
+    name, _sep, version = requirement.partition("==")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name) or not version:
         raise BuildError(f"not a NAME==VERSION pin: {requirement!r}")
     module = re.sub(r"[-_.]+", "_", name).lower()
@@ -188,10 +188,11 @@ def build_companion(requirement: str, out_dir: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--version", required=True, help="SGLang version to simulate, e.g. 0.5.23")
     parser.add_argument("--out", required=True, help="directory to write the wheel into")
-    parser.add_argument("--catalog", help="flag catalog (default: <repo>/roles/sglang/files/catalogs/sglang-V.json)")
+    parser.add_argument("--catalog",
+                        help="flag catalog (default: <repo>/roles/sglang_config/files/catalogs/sglang-V.json)")
     parser.add_argument("--companion", action="append", default=[], metavar="NAME==VERSION",
                         help="also build a stand-in wheel of this pinned companion (FlashInfer, its kernels)")
     parser.add_argument("--requires", action="append", default=[], metavar="REQUIREMENT",

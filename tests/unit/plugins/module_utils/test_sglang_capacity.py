@@ -1,65 +1,20 @@
-"""The capacity planner: KV bytes per token of real architectures, device and host pools, host-memory rules."""
+"""The capacity formulas: KV bytes per token of real architectures, device and host pools, host-memory rules."""
 
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_capacity as cap
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_types as types
 from helpers import CATALOGS, ROOT, load_script
+from model_configs import DEEPSEEK_V3, EAGLE3, KIMI_K2, KIMI_K25, LLAMA3_70B, QWEN3_235B
 
 MODULE = ROOT / "plugins" / "module_utils" / "sglang_capacity.py"
 GIB = 1 << 30
 RESERVE = 10 * GIB
-
-# --- real public configs (the KV-relevant keys, with their published values) ------------------------
-
-# deepseek-ai/DeepSeek-V3 config.json
-DEEPSEEK_V3: dict[str, Any] = {
-    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
-    "num_hidden_layers": 61, "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536,
-    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-    "num_nextn_predict_layers": 1, "n_routed_experts": 256, "vocab_size": 129280,
-    "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
-}
-# moonshotai/Kimi-K2-Instruct config.json
-KIMI_K2: dict[str, Any] = dict(
-    DEEPSEEK_V3, model_type="kimi_k2", num_attention_heads=64, num_key_value_heads=64, n_routed_experts=384,
-    num_nextn_predict_layers=0, vocab_size=163840, max_position_embeddings=131072)
-# meta-llama/Llama-3.3-70B-Instruct config.json
-LLAMA3_70B: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80,
-    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 28672,
-    "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-}
-# Qwen/Qwen3-235B-A22B config.json (head_dim 128 is NOT hidden_size / heads = 64)
-QWEN3_235B: dict[str, Any] = {
-    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 4096,
-    "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
-    "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 1536, "vocab_size": 151936,
-    "max_position_embeddings": 40960, "use_sliding_window": False, "sliding_window": None,
-    "max_window_layers": 94, "torch_dtype": "bfloat16",
-}
-KIMI_K25 = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
-EAGLE3 = json.loads((ROOT / "molecule/resources/models/kimi-k2.5-eagle3/config.json").read_text())
-
-# The example host (inventory/example): 8 x RTX PRO 6000 Blackwell, 449 GB RAM, Kimi-K2.5 INT4 at TP8.
-EXAMPLE: dict[str, Any] = {
-    "version": "0.5.23", "model_config": KIMI_K25, "draft_config": EAGLE3, "speculative_algorithm": "EAGLE3",
-    "tp_size": 8, "mem_fraction_static": 0.85, "gpu_memory_mib": 97887, "weight_bytes_total": 547e9,
-    "host_mem_available_gb": 449, "hicache_enabled": True, "hicache_ratio": 2.0, "avg_seq_len": 8192,
-}
-PLAN_KEYS = {"ok", "errors", "warnings", "kv_bytes_per_token", "device_kv_tokens", "host_kv_tokens_per_rank",
-             "host_kv_bytes_per_rank", "host_kv_bytes_total", "host_mem_available_bytes", "max_concurrent_requests"}
-
-
-def plan(**changes: Any) -> dict[str, Any]:
-    values = dict(EXAMPLE)
-    values.update(changes)
-    return cap.plan(cap.plan_inputs(values))
 
 
 # --- KV bytes per token --------------------------------------------------------------------------
@@ -131,17 +86,6 @@ def test_eagle3_draft_has_its_own_small_kv_and_is_charged_per_target_layer() -> 
     assert cap.charged_bytes_per_token("0.5.23", 70_272, 61, 0) == 70_272
 
 
-@pytest.mark.parametrize("dtype", ["nvfp4", "fp4_mx_block16", "fp4_e2m1", "mxfp8"])
-def test_block_scaled_kv_dtypes_are_refused_clearly(dtype: str) -> None:
-    with pytest.raises(cap.CapacityError, match="block-scale buffers"):
-        cap.dtype_bytes(dtype)
-    result = plan(kv_cache_dtype=dtype)
-    assert not result["ok"]
-    assert result["errors"][0].startswith("sglang_kv_cache_dtype: ")
-    with pytest.raises(cap.CapacityError, match="unknown"):
-        cap.dtype_bytes("int4")
-
-
 def test_unreadable_configs() -> None:
     with pytest.raises(cap.CapacityError, match="num_hidden_layers"):
         cap.model_shape({"architectures": ["X"]})
@@ -163,33 +107,6 @@ def test_device_tokens_follow_sglang_profile_rule() -> None:
     assert cap.device_kv_tokens(total, weights, 0.6, cell) == 0
     more = cap.device_kv_tokens(total, weights, 0.85, cell, gpu_reserved_bytes=0)
     assert more > cap.device_kv_tokens(total, weights, 0.85, cell)
-
-
-def test_multimodal_reserve_from_0_5_18() -> None:
-    before, after = plan(version="0.5.17"), plan(version="0.5.18")
-    assert before["device"]["multimodal_reserve_bytes"] == 0
-    assert after["device"]["multimodal_reserve_bytes"] == 100 << 20
-    lost = (100 << 20) // 71_424
-    assert before["device_kv_tokens"] - after["device_kv_tokens"] in (lost, lost + 1)
-
-
-def test_draft_weights_count_before_the_kv_pool_from_0_5_14() -> None:
-    draft_weights = {"draft_weight_bytes_total": 6e9}
-    new_with, new_without = plan(version="0.5.14", **draft_weights), plan(version="0.5.14")
-    assert new_with["device_kv_tokens"] < new_without["device_kv_tokens"]
-    assert any("draft_weight" in w for w in new_without["warnings"])
-    old_with, old_without = plan(version="0.5.13", **draft_weights), plan(version="0.5.13")
-    assert old_with["device_kv_tokens"] == old_without["device_kv_tokens"]
-    assert old_with["device"]["charged_bytes_per_token"] == 70_272  # the draft KV is not charged before 0.5.14
-    tight = plan(version="0.5.13", mem_fraction_static=0.99, draft_weight_bytes_total=60e9, hicache_enabled=False)
-    assert any("leaves free" in w for w in tight["warnings"])
-
-
-def test_too_small_mem_fraction_is_refused_with_the_minimum() -> None:
-    result = plan(mem_fraction_static=0.6)
-    assert not result["ok"]
-    assert result["errors"][0].startswith("sglang_mem_fraction_static: 0.6 leaves no GPU memory")
-    assert "allowed: above 0.6" in result["errors"][0]
 
 
 # --- host pool -----------------------------------------------------------------------------------
@@ -258,16 +175,6 @@ def test_draft_side_pool_is_checked_after_the_target_pool_is_pinned() -> None:
     assert check.verdict == "refused"
 
 
-def test_host_pool_not_larger_than_device_asserts_up_to_0_5_14() -> None:
-    old = plan(version="0.5.14", hicache_ratio=0.9)
-    assert not old["ok"]
-    assert "AssertionError" in old["errors"][0]
-    assert old["errors"][0].startswith("sglang_hicache_ratio: ")
-    new = plan(version="0.5.15", hicache_ratio=0.9)
-    assert new["ok"]
-    assert any("only duplicates" in w for w in new["warnings"])
-
-
 # --- concurrency ---------------------------------------------------------------------------------
 
 def test_concurrency_is_device_tokens_over_sequence_length_capped() -> None:
@@ -278,145 +185,21 @@ def test_concurrency_is_device_tokens_over_sequence_length_capped() -> None:
     assert cap.max_concurrent_requests(487_141, 8192, max_running_requests=100, speculative=True) == 59
 
 
-# --- the plan ------------------------------------------------------------------------------------
-
-def test_example_host_plan() -> None:
-    result = plan()
-    assert set(result) >= PLAN_KEYS
-    assert result["ok"], result["errors"]
-    total, weights = 97887 * (1 << 20), int(547e9) // 8
-    pre = total - cap.DEFAULT_GPU_RESERVED_BYTES
-    rest = (pre - weights) - pre * (1 - 0.85) - (100 << 20)   # multimodal reserve (0.5.18+)
-    device = int(rest) // 71_424                               # 70,272 target + 1,152 EAGLE-3 draft charge
-    host = int(device * 2.0) + 1                                # ratio 2.0 + one padding page
-    per_rank = host * 70_272 + host * 512                       # target pool + draft side pool (0.5.23)
-    assert result["kv_bytes_per_token"] == 70_272
-    assert result["device_kv_tokens"] == device == 243_570
-    assert result["host_kv_tokens_per_rank"] == host == 487_141
-    assert result["host_kv_bytes_per_rank"] == per_rank
-    assert result["host_kv_bytes_total"] == 8 * per_rank
-    assert result["host_mem_available_bytes"] == 449 * 10**9
-    assert result["max_concurrent_requests"] == device // 8192 == 29
-    # 34.5 GB per rank fits SGLang 0.5.23's 54.8 GB split, but not if ranks read after peers pinned.
-    assert result["host"]["check"]["verdict"] == "may_fail"
-    assert len(result["warnings"]) == 2
-    assert any("#38156" in w and w.startswith("sglang_hicache_ratio: ") for w in result["warnings"])
-    assert all(isinstance(result[key], int) for key in PLAN_KEYS - {"ok", "errors", "warnings"})
-    json.dumps(result)  # plan.yml writes it as JSON
-
-
-def test_example_host_plan_on_an_older_version() -> None:
-    result = plan(version="0.5.18", draft_weight_bytes_total=6e9)
-    assert result["ok"]
-    assert result["host"]["check"]["verdict"] == "ok"   # 8 x 34.5 GB <= 449 GB - 10 GiB
-    assert result["warnings"] == []
-
-
-def test_hicache_size_300_is_refused_with_per_rank_meaning() -> None:
-    names = {"sglang_hicache_size": "hicache_size (overrides sglang_hicache_size)"}
-    result = plan(hicache_ratio=None, hicache_size_gb=300, names=names)
-    assert not result["ok"]
-    (error,) = result["errors"]
-    assert error.startswith("hicache_size (overrides sglang_hicache_size): 300 is GB per TP rank, not a total")
-    assert "MLA's latent KV (70,272 bytes per token) is not split across TP ranks" in error
-    assert "8 ranks x 302.19 GB (300.00 GB KV + 2.19 GB EAGLE draft side pool) = 2,417.49 GB" in error
-    assert "the host has 449.00 GB of RAM available" in error
-    assert "(available - 10 GiB) // 8 = 54.78 GB" in error
-    assert "allowed: at most 29 GB per rank" in error
-    assert result["host_kv_bytes_total"] == 8 * result["host_kv_bytes_per_rank"] > 2_400 * 10**9
-    older = plan(version="0.5.18", hicache_ratio=None, hicache_size_gb=300, names=names)
-    assert "checks each rank alone against the whole host" in older["errors"][0]
-    assert "allowed: at most 54 GB per rank" in older["errors"][0]
-
-
-def test_auto_sized_host_pool_from_0_5_21() -> None:
-    roomy = plan(hicache_ratio=None)
-    assert roomy["host"]["mode"] == "auto"
-    assert roomy["host"]["ratio"] == 2.0
-    assert roomy["ok"]
-    assert not any("#38156" in w for w in roomy["warnings"])  # booked against one snapshot: no re-read
-    tight = plan(hicache_ratio=None, host_mem_available_gb=150)
-    budget = (150 * 10**9 - RESERVE) // 8 * 0.8
-    assert tight["host"]["ratio"] < 2.0
-    assert tight["host_kv_bytes_per_rank"] <= budget
-    old = plan(version="0.5.20", hicache_ratio=None, host_mem_available_gb=150)
-    assert old["host"]["mode"] == "ratio"
-    assert not old["ok"]
-
-
-def test_gqa_host_message_and_no_draft() -> None:
-    result = plan(model_config=LLAMA3_70B, draft_config=None, speculative_algorithm=None, weight_bytes_total=141e9,
-                  hicache_ratio=None, hicache_size_gb=100)
-    assert result["kv_bytes_per_token"] == 40_960
-    assert result["host"]["draft_bytes_per_rank"] == 0
-    assert "each rank keeps its own KV pool" in result["errors"][0]
-
-
-def test_what_if_shows_fp8_mem_fraction_and_what_hicache_adds() -> None:
-    result = plan()
-    what_if = result["what_if"]
-    fp8 = what_if["kv_cache_dtype=fp8_e4m3"]
-    assert fp8["device_kv_tokens"] >= 2 * result["device_kv_tokens"] - 1
-    assert fp8["max_concurrent_requests"] == 48  # 59 by tokens, capped by EAGLE's 48
-    low, high = what_if["mem_fraction_static=0.8"], what_if["mem_fraction_static=0.9"]
-    assert low["device_kv_tokens"] < result["device_kv_tokens"] < high["device_kv_tokens"]
-    assert low["host_check"] == "ok"
-    hicache = what_if["hicache"]
-    assert hicache["prefix_cache_tokens_host"] == result["host_kv_tokens_per_rank"]
-    assert hicache["max_concurrent_requests_with"] == hicache["max_concurrent_requests_without"]
-    assert "concurrency" in hicache["does_not_add"]
-    assert "what_if" not in plan(what_if=False)
-
-
-def test_errors_name_the_variable() -> None:
-    result = plan(mem_fraction_static=None, gpu_memory_mib=None, names={"sglang_mem_fraction_static": "mfs (cli)"})
-    assert any(e.startswith("mfs (cli): is not set") for e in result["errors"])
-    assert any(e.startswith("sglang_gpu_memory_mib: is not known") for e in result["errors"])
-    assert result["device_kv_tokens"] == 0
-    assert not result["ok"]
-
-
-# --- building inputs -----------------------------------------------------------------------------
-
-def test_plan_inputs_types_units_and_refuses_unknown_keys() -> None:
-    inputs = cap.plan_inputs({"version": "0.5.23", "model_config": KIMI_K25, "tp_size": "8",
-                              "gpu_memory_mib": "97887", "weight_bytes_total": "547000000000",
-                              "host_mem_available_gb": 449, "gpu_reserved_gib": 1.5, "hicache_enabled": "true",
-                              "hicache_ratio": "2.0", "hicache_size_gb": None, "kv_cache_dtype": None})
-    assert inputs.tp_size == 8
-    assert inputs.gpu_memory_bytes == 97887 << 20
-    assert inputs.weight_bytes_per_gpu == 547 * 10**9 // 8
-    assert inputs.host_mem_available_bytes == 449 * 10**9
-    assert inputs.gpu_reserved_bytes == 3 * GIB // 2
-    assert inputs.hicache_enabled is True
-    assert inputs.hicache_ratio == 2.0
-    assert inputs.hicache_size_gb == 0          # null -> the default
-    assert inputs.kv_cache_dtype == "auto"
-    with pytest.raises(cap.CapacityError, match="hicache_sise: is not a plan input"):
-        cap.plan_inputs({"version": "0.5.23", "model_config": KIMI_K25, "hicache_sise": 1})
-    with pytest.raises(cap.CapacityError, match="is not a boolean"):
-        cap.plan_inputs({"version": "0.5.23", "model_config": KIMI_K25, "hicache_enabled": "maybe"})
-    with pytest.raises(cap.CapacityError, match="model_config: is required"):
-        cap.plan_inputs({"version": "0.5.23"})
-
-
-def test_args_settings_read_the_resolved_arguments() -> None:
-    args = [["--model-path", "/models/Kimi-K2.5"], ["--tp-size", "8"], ["--mem-fraction-static", "0.85"],
-            ["--kv-cache-dtype", "auto"], ["--enable-hierarchical-cache"], ["--hicache-ratio", "2.0"],
-            ["--speculative-algorithm", "EAGLE3"], ["--max-total-tokens", "128k"], ["--enable-metrics"]]
-    settings = cap.args_settings(args)
-    assert settings == {"tp_size": "8", "mem_fraction_static": "0.85", "kv_cache_dtype": "auto",
-                        "hicache_enabled": True, "hicache_ratio": "2.0", "speculative_algorithm": "EAGLE3",
-                        "max_total_tokens": "128000"}
-    inputs = cap.plan_inputs({**settings, "version": "0.5.23", "model_config": KIMI_K25})
-    assert (inputs.tp_size, inputs.mem_fraction_static, inputs.max_total_tokens) == (8, 0.85, 128_000)
-
-
 def test_versions_parse() -> None:
-    assert cap.version_tuple("0.5.23+sim") == (0, 5, 23)
-    assert cap.version_tuple("0.5.10.post1") == (0, 5, 10)
-    assert cap.version_tuple("0.6") == (0, 6, 0)
+    assert types.version_tuple("0.5.23+sim") == (0, 5, 23)
+    assert types.version_tuple("0.5.10.post1") == (0, 5, 10)
+    assert types.version_tuple("0.6") == (0, 6, 0)
     assert cap.at_least("0.5.10.post1", "0.5.10")
+
+
+def test_human_readable_ints_as_sglang_takes_them() -> None:
+    assert types.to_human_int("128k") == 128_000
+    assert types.to_human_int("25.6k") == 25_600
+    assert types.to_human_int("1Mi") == 1 << 20
+    assert types.to_human_int(4096) == 4096
+    for bad in ("1.5", "1.5Ki", "1m", "x"):
+        with pytest.raises(ValueError, match="is not an integer"):
+            types.to_human_int(bad)
 
 
 # --- the copy in the simulator wheel -------------------------------------------------------------

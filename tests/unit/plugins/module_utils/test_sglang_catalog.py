@@ -20,7 +20,6 @@ NEWEST = "0.5.23"
 OLDER = "0.5.12"  # the 0.5.9-0.5.12 line; still has a real --cuda-graph-max-bs
 
 
-
 gen = load_script(GENERATOR, "sglang_catalog_tool")
 
 VERSIONS = sc.available_versions(str(CATALOGS))

@@ -21,7 +21,7 @@ class DistError(Exception):
 
 
 def split_addr(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
+    host, _sep, port = addr.rpartition(":")
     if not host or not port.isdigit():
         raise DistError(f"ValueError: --dist-init-addr must be host:port, got {addr!r}")
     return host.strip("[]"), int(port)
@@ -81,7 +81,7 @@ class Rendezvous:
         rank: int | None = None
         reader = conn.makefile("r", encoding="ascii", errors="replace")
         for text in reader:
-            word, _, value = text.strip().partition(" ")
+            word, _sep, value = text.strip().partition(" ")
             if not value.isdigit():
                 continue
             with self._cond:

@@ -221,16 +221,16 @@ class Simulator:
     def load_weights(self, seconds: float) -> None:
         """One bar update per shard (rank 0 of node 0 only: tqdm is disabled on other ranks)."""
         shards = self.model.shards
-        bar = logs.Bar(shards) if self.node_rank == 0 else None
+        progress = logs.Bar(shards) if self.node_rank == 0 else None
         start = time.monotonic()
         for index in range(shards):
             self.fault_at(100.0 * index / shards)
             time.sleep(max(start + (index + 1) * seconds / shards - time.monotonic(), 0))
-            if bar is not None:
-                bar.update()
+            if progress is not None:
+                progress.update()
         self.fault_at(100.0)
-        if bar is not None:
-            bar.close()
+        if progress is not None:
+            progress.close()
 
     def host_pool_inputs(self, memory: Memory) -> hostmem.HostPoolInputs:
         available = hostmem.mem_available_bytes(self.settings.mem_available_gb)
@@ -348,7 +348,7 @@ class Simulator:
             self_request(host, port, "GET", "/get_model_info", None, key)
             if self.faults.fail_warmup:
                 raise AssertionError("<Response [500]>")
-            status, _ = self_request(host, port, "POST", "/generate", WARMUP_BODY, key)
+            status, _body = self_request(host, port, "POST", "/generate", WARMUP_BODY, key)
             if status != 200:
                 raise AssertionError(f"<Response [{status}]>")
         except Exception as error:  # any warm-up failure kills the server, as in SGLang

@@ -57,7 +57,7 @@ def parse_faults(text: str) -> Faults:
     values: dict[str, object] = {}
     numbers = {"crash_at", "hang_at", "crash_after_ready", "slow_drain", "hold_until_sigterm"}
     for item in filter(None, (part.strip() for part in text.split(","))):
-        key, _, raw = item.partition("=")
+        key, _sep, raw = item.partition("=")
         key = key.strip()
         if key == "fail_warmup" and not raw:
             values[key] = True

@@ -1,0 +1,487 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Resolve: one host's variables -> its SGLang configuration, typed, with each value's provenance.
+
+This is the only place that turns variables into SGLang flags. ``resolve()`` walks the settings
+table (sglang_settings.SETTINGS) in ExecStart order: it applies the short command-line names
+(``-e hicache_ratio=2.0``), types and checks each value, derives the multi-node and secrets flags,
+adds ``sglang_extra_args``, validates every flag and value against the flag catalog of
+``sglang_version``, and builds the environment. It never raises for bad input: every problem becomes
+one message that names the variable and what is allowed, so a play can refuse the host before any
+file on it changes.
+
+The result (published by role sglang_config as the fact ``sglang_config``) holds ``settings``:
+``{dest: {"flag", "value", "source"}}``, the typed value of every flag set and the name of what set
+it ("hicache_ratio (overrides sglang_hicache_ratio)", "sglang_extra_args['page-size']"). The argv,
+the unit, the environment file, the capacity plan and the rules all read that one result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import sglang_catalog as catalogs
+from . import sglang_settings as table
+from .sglang_quote import ENV_NAME_RE
+from .sglang_settings import NEEDS_DRAFT, SWITCH, Kind, Setting
+from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
+
+Groups = list[list[str]]  # [[flag, *values], ...]: [flag] = bare flag, [flag, v] = one value
+
+# Environment every unit gets unless sglang_env overrides it: unbuffered stdout so log lines
+# reach the journal as they are written, and one progress line per tqdm update (see
+# roles/sglang_stack/files/sglang_deploy_line_progress.py).
+BASE_ENV = {"PYTHONUNBUFFERED": "1", "SGLANG_DEPLOY_LINE_PROGRESS": "1"}
+# What systemd gives a service as PATH; the unit's own PATH puts the virtualenv's bin (ninja, which
+# SGLang's and FlashInfer's JIT builds run from PATH) and the CUDA toolkit's bin in front of it.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_CUDA_VERSION_RE = re.compile(r"^[0-9]{1,2}\.[0-9]{1,2}$")
+_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_FLAG_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# Options the deploy passes another way: secrets through the --config file it writes itself.
+_KEPT_OUT_OF_ARGV = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key",
+                     "config": "the variables above (the deploy writes SGLang's --config file itself)"}
+
+
+@dataclass
+class Value:
+    """One resolved setting: its typed value, who set it, and the words it puts on the command line."""
+
+    flag: str
+    value: Any
+    source: str
+    groups: Groups = field(default_factory=list)
+
+
+@dataclass
+class _Run:
+    """The state of one resolve: the inputs with short names applied, and what was found so far."""
+
+    values: dict[str, Any]
+    names: dict[str, str]           # variable -> the name the user typed, where it differs
+    problems: Problems
+    node: dict[str, Any]
+    typed: dict[str, Any] = field(default_factory=dict)     # variable -> typed value (None: unset/invalid)
+    resolved: dict[str, Value] = field(default_factory=dict)  # dest -> Value
+
+    def name(self, var: str) -> str:
+        return self.names.get(var, var)
+
+
+def format_value(value: Any) -> str:
+    """How a typed value is written on the command line: 2.0 stays 2.0, True is never written."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def _checked(problems: Problems, name: str, value: Any, kind: Kind) -> Any:
+    """Type a value; on failure record "<name>: <why>; allowed: <allowed>" and return None."""
+    try:
+        typed = kind.convert(value)
+    except ValueError as exc:
+        problems.error(name, f"{exc}; allowed: {kind.allowed}")
+        return None
+    if kind.valid is not None and not kind.valid(typed):
+        problems.error(name, f"{format_value(typed)} is out of range; allowed: {kind.allowed}")
+        return None
+    return typed
+
+
+# --- short names ---------------------------------------------------------------------------
+
+def _apply_aliases(inputs: dict[str, Any], problems: Problems) -> tuple[dict[str, Any], dict[str, str]]:
+    """Overlay `-e hicache_ratio=...` style short names; remember which name the user typed."""
+    aliases = {s.alias: s.var for s in table.SETTINGS if s.alias and s.var}
+    values = dict(inputs)
+    names: dict[str, str] = {}
+    given = {alias: inputs[alias] for alias in aliases if not is_unset(inputs.get(alias))}
+    for alias, value in sorted(given.items()):
+        values[aliases[alias]] = value
+        names[aliases[alias]] = f"{alias} (overrides {aliases[alias]})"
+    _one_hicache_size(given, values, problems)
+    if given and not is_unset(values.get("sglang_hicache_enabled")):
+        try:
+            enabled = to_bool(values["sglang_hicache_enabled"])
+        except ValueError:
+            enabled = True  # reported with the setting
+        if not enabled:
+            problems.error(sorted(given)[0], "is given but sglang_hicache_enabled is false; allowed: set "
+                           "sglang_hicache_enabled=true, or drop the hicache_* override")
+    return values, names
+
+
+def _one_hicache_size(given: dict[str, Any], values: dict[str, Any], problems: Problems) -> None:
+    """A short name for the ratio or the size replaces the other one set in the inventory."""
+    if "hicache_ratio" in given and "hicache_size" in given:
+        problems.error("hicache_ratio", "and hicache_size are both given; SGLang uses the size and ignores "
+                       "the ratio; allowed: one of them")
+        return
+    for alias, other in (("hicache_ratio", "sglang_hicache_size"), ("hicache_size", "sglang_hicache_ratio")):
+        if alias in given and not is_unset(values.get(other)):
+            problems.warn(alias, f"replaces {other}={values[other]} for this run")
+            values[other] = None
+
+
+# --- the table -----------------------------------------------------------------------------
+
+def _multinode(values: dict[str, Any], problems: Problems) -> dict[str, Any]:
+    """Rank and size of this host in its multi-node group (a group of one when there is none)."""
+    spec = values.get("multinode") or {}
+    group, members, host = spec.get("group") or "", list(spec.get("members") or []), spec.get("host")
+    alone = {"group": group, "nnodes": 1, "node_rank": 0, "dist_init_addr": ""}
+    if not group:
+        return alone
+    if host not in members:
+        problems.error("sglang_multinode_group", f"{host} is not a member of group {group!r}; "
+                       "allowed: a group this host is in")
+        return alone
+    port = _checked(problems, "sglang_dist_init_port", spec.get("port"),
+                    Kind(to_int, "an integer from 1 to 65535", lambda x: 1 <= x <= 65535))
+    tp = values.get("sglang_tp_size")
+    try:
+        if len(members) > 1 and to_int(tp) % len(members):
+            problems.error("sglang_tp_size", f"{tp} does not split over the {len(members)} hosts of {group}; "
+                           "allowed: a multiple of the group size")
+    except ValueError:
+        pass  # reported with the setting
+    return {"group": group, "nnodes": len(members), "node_rank": members.index(host),
+            "dist_init_addr": f"{str(spec.get('first_host') or '').strip()}:{port}"}
+
+
+def _derived(setting: Setting, run: _Run) -> Any:
+    """The value of a derived row: the group's size, rank and rendezvous, or the secrets file."""
+    if setting.dest == "config":
+        secrets = run.values.get("secrets") or {}
+        wanted = any(secrets.get(key) and to_bool(secrets[key]) for key in ("api_key", "admin_api_key"))
+        return str(secrets.get("file") or "") if wanted else None
+    node = run.node
+    if node["nnodes"] <= 1:
+        return None
+    return {"nnodes": node["nnodes"], "node_rank": node["node_rank"], "dist_init_addr": node["dist_init_addr"]}[
+        setting.dest]
+
+
+def _section_off(setting: Setting, run: _Run) -> bool:
+    """True when the row's section is off; warns about a value set in the inventory that is ignored."""
+    if not setting.needs or run.typed.get(setting.needs):
+        return False
+    given_inventory = not is_unset(run.values.get(setting.var)) and setting.var not in run.names
+    gate_invalid = not is_unset(run.values.get(setting.needs)) and run.typed.get(setting.needs) is None
+    if given_inventory and not gate_invalid:
+        state = "false" if _gate(setting.needs).kind is SWITCH else "not set"
+        run.problems.warn(str(setting.var), f"is ignored because {setting.needs} is {state}")
+    return True
+
+
+def _gate(var: str) -> Setting:
+    return next(s for s in table.SETTINGS if s.var == var)
+
+
+def _typed_value(setting: Setting, run: _Run) -> Any:
+    """The row's typed value from its variable (or default); None when unset or refused."""
+    raw = run.values.get(setting.var)
+    if is_unset(raw):
+        if setting.required:
+            run.problems.error(run.name(str(setting.var)), f"is required; allowed: {setting.required}")
+        return setting.default
+    return _checked(run.problems, run.name(str(setting.var)), raw, setting.kind)
+
+
+def _groups(setting: Setting, value: Any) -> Groups:
+    if value is None or value is False or (setting.emit == "nonzero" and not value):
+        return []
+    if setting.emit == "switch":
+        return [[setting.flag]]
+    return [[setting.flag, format_value(value)]]
+
+
+def _named(run: _Run) -> None:
+    """Walk the table: every row with a variable, in order."""
+    for setting in table.SETTINGS:
+        if setting.var is None or _section_off(setting, run):
+            continue
+        derived = setting.emit == "derived"
+        value = _derived(setting, run) if derived else _typed_value(setting, run)
+        if not derived:
+            run.typed[setting.var] = value
+        if value is not None:
+            run.resolved[setting.dest] = Value(setting.flag, value, run.name(setting.var),
+                                               _groups(setting, value))
+    _cross_checks(run)
+
+
+def _cross_checks(run: _Run) -> None:
+    """What no single row can say: the ratio and the size together, a draft model for EAGLE."""
+    v, typed = run.values, run.typed
+    if typed.get("sglang_hicache_enabled") and not is_unset(v.get("sglang_hicache_ratio")) \
+            and not is_unset(v.get("sglang_hicache_size")):
+        run.problems.error("sglang_hicache_size", "and sglang_hicache_ratio are both set; SGLang uses the size and "
+                           "ignores the ratio; allowed: one of them")
+    algorithm = typed.get("sglang_speculative_algorithm")
+    if algorithm in NEEDS_DRAFT and is_unset(v.get("sglang_speculative_draft_model_path")):
+        run.problems.error("sglang_speculative_draft_model_path",
+                           f"is required with sglang_speculative_algorithm={algorithm}; "
+                           "allowed: the draft model directory on the host")
+
+
+# --- extra args and the catalog ----------------------------------------------------------
+
+def _flag_name(key: Any) -> str | None:
+    text = str(key).strip().lstrip("-").replace("_", "-")
+    return "--" + text if _FLAG_KEY_RE.match(text) else None
+
+
+def _extra_args(run: _Run, catalog: catalogs.Catalog | None) -> Groups:
+    """`sglang_extra_args`: {flag: value}; true = bare flag, false/null = omitted, list = repeated."""
+    extra = run.values.get("sglang_extra_args")
+    p = run.problems
+    if is_unset(extra):
+        return []
+    if not isinstance(extra, dict):
+        p.error("sglang_extra_args", f"must be a mapping of flag -> value, got {type(extra).__name__}")
+        return []
+    taken = _taken(run, catalog)
+    groups: Groups = []
+    for key in sorted(extra, key=lambda k: _flag_name(k) or str(k)):
+        var = f"sglang_extra_args[{key!r}]"
+        flag = _flag_name(key)
+        if flag is None:
+            p.error(var, "is not a flag name; allowed: lower-case words joined by '-' or '_'")
+            continue
+        option = catalogs.find_option(catalog, flag) if catalog else None
+        if not _extra_allowed(var, flag, option, catalog, taken, p):
+            continue
+        if option is not None:
+            flag = option["flags"][0]
+            taken[option["dest"]] = var
+        emitted = _extra_values(var, flag, option, extra[key], p)
+        if option is not None and catalog is not None:
+            for group in emitted:
+                for word in group[1:]:
+                    _check_value(var, flag, option, word, catalog["version"], p)
+        _record_extra(run, var, flag, option, emitted)
+        groups.extend(emitted)
+    return groups
+
+
+def _taken(run: _Run, catalog: catalogs.Catalog | None) -> dict[str, str]:
+    """SGLang dest -> the variable whose row already puts it on the command line."""
+    if not catalog:
+        return {}
+    index = catalogs.flag_index(catalog)
+    return {index[v.flag]["dest"]: v.source for v in run.resolved.values() if v.groups and v.flag in index}
+
+
+def _extra_allowed(var: str, flag: str, option: dict[str, Any] | None, catalog: catalogs.Catalog | None,
+                   taken: dict[str, str], p: Problems) -> bool:
+    if catalog and option is None:
+        _unknown_flag(var, flag, catalog, p)
+        return False
+    if option is None:
+        return True
+    if option["dest"] in _KEPT_OUT_OF_ARGV:
+        p.error(var, f"would put {flag} on the command line, visible to every local user; "
+                f"allowed: {_KEPT_OUT_OF_ARGV[option['dest']]}")
+        return False
+    if option["dest"] in taken:
+        p.error(var, f"sets {option['flags'][0]}, which {taken[option['dest']]} already sets; "
+                "allowed: set it in one place")
+        return False
+    return True
+
+
+def _record_extra(run: _Run, var: str, flag: str, option: dict[str, Any] | None, emitted: Groups) -> None:
+    """Keep an extra flag's typed value and source; a table row types it when the plan reads it."""
+    if not emitted:
+        return
+    dest = option["dest"] if option else flag[2:].replace("-", "_")
+    words = [word for group in emitted for word in group[1:]]
+    value: Any = words[0] if len(words) == 1 else words
+    if not words:  # a bare flag: on, unless it is the --no- form of a boolean option
+        value = emitted[0][0] == flag
+    row = table.by_dest().get(dest)
+    if row is not None and row.kind is not SWITCH and len(words) == 1:
+        with contextlib.suppress(ValueError):  # refused by the catalog check, or by the plan
+            value = row.kind.convert(words[0])
+    run.resolved[dest] = Value(flag, value, var, emitted)
+
+
+def _extra_values(var: str, flag: str, option: dict[str, Any] | None, value: Any, p: Problems) -> Groups:
+    action = option["action"] if option else "store"
+    takes_no_value = option is not None and option.get("nargs") == 0  # e.g. a deprecated store_true shim
+    if takes_no_value or action in ("store_true", "store_false", "store_const", "count", "boolean_optional"):
+        try:
+            on = to_bool(value) if value is not None else False
+        except ValueError as exc:
+            p.error(var, f"{exc}; allowed: true or false ({flag} takes no value)")
+            return []
+        if action == "boolean_optional":
+            return [[flag if on else "--no-" + flag[2:]]]
+        return [[flag]] if on else []
+    if value is None or value is False:
+        return []
+    if value is True:
+        p.error(var, f"{flag} takes a value, not true; allowed: the value to pass")
+        return []
+    if not isinstance(value, list):
+        return [[flag, format_value(value)]]
+    nargs = option.get("nargs") if option else None
+    if action in ("append", "extend") and nargs in (None, "?"):
+        return [[flag, format_value(item)] for item in value]
+    if nargs in ("+", "*") or isinstance(nargs, int):
+        return [[flag, *(format_value(item) for item in value)]]
+    p.error(var, f"{flag} takes one value, got a list; allowed: a single value")
+    return []
+
+
+def _check_named(run: _Run, catalog: catalogs.Catalog) -> None:
+    """Every flag a row emits exists in the pinned version, and every value has its type and choices."""
+    index = catalogs.flag_index(catalog)
+    for value in run.resolved.values():
+        for group in value.groups:
+            option = index.get(group[0])
+            if option is None:
+                _unknown_flag(value.source, group[0], catalog, run.problems)
+                continue
+            for word in group[1:]:
+                _check_value(value.source, group[0], option, word, catalog["version"], run.problems)
+
+
+def _unknown_flag(var: str, flag: str, catalog: catalogs.Catalog, p: Problems) -> None:
+    hint = catalogs.suggest(catalog, flag)
+    version = catalog["version"]
+    suggestion = f"; did you mean {' or '.join(hint)}?" if hint else ""
+    p.error(var, f"{flag} is not a flag of sglang {version}; allowed: an option of that version "
+            f"(roles/sglang_config/files/catalogs/sglang-{version}.json){suggestion}")
+
+
+def _check_value(var: str, flag: str, option: dict[str, Any], value: str, version: str, p: Problems) -> None:
+    kind = option.get("type") or "str"
+    converter = {"int": to_int, "float": to_float}.get(kind)
+    if converter is not None:
+        try:
+            converter(value)
+        except ValueError as exc:
+            p.error(var, "{} for {}; allowed: {}".format(exc, flag, "an integer" if kind == "int" else "a number"))
+            return
+    choices = option.get("choices")
+    if choices and value not in [str(c) for c in choices]:
+        p.error(var, "{!r} is not a choice of {} in sglang {}; allowed: {}".format(
+            value, flag, version, ", ".join(str(c) for c in choices)))
+
+
+def flag_groups(mapping: dict[str, Any], var: str) -> Groups:
+    """Flags of another program (sglang-router) from a {flag: value} mapping, without a catalog:
+    true = bare flag, false/null = omitted, list = repeated. Raises ValueError naming `var`."""
+    problems = Problems()
+    groups: Groups = []
+    for key in sorted(mapping or {}, key=lambda k: _flag_name(k) or str(k)):
+        flag = _flag_name(key)
+        if flag is None:
+            problems.error(f"{var}[{key!r}]", "is not a flag name; allowed: lower-case words joined by '-' or '_'")
+            continue
+        groups.extend(_extra_values(f"{var}[{key!r}]", flag, None, mapping[key], problems))
+    if problems.errors:
+        raise ValueError("; ".join(problems.errors))
+    return groups
+
+
+# --- environment ---------------------------------------------------------------------------
+
+def cuda_home(version: str) -> str:
+    return f"/usr/local/cuda-{version}"
+
+
+def _toolchain_env(values: dict[str, Any], p: Problems) -> dict[str, str]:
+    """CUDA_HOME and PATH for the JIT builds of SGLang, FlashInfer and tvm-ffi: they find nvcc through
+    CUDA_HOME (else `which nvcc`, else /usr/local/cuda, an alternatives link not to rely on) and run
+    `ninja` from PATH (the ninja wheel installs it into the virtualenv's bin)."""
+    version = str(values.get("sglang_cuda_version") or "").strip()
+    if not _CUDA_VERSION_RE.match(version):
+        p.error("sglang_cuda_version", f"{version!r} is not a CUDA release; allowed: major.minor such as 13.0")
+        return {}
+    venv = str(values.get("sglang_venv_dir") or "").strip()
+    path = [venv + "/bin"] if venv.startswith("/") else []
+    return {"CUDA_HOME": cuda_home(version), "PATH": ":".join([*path, cuda_home(version) + "/bin", SYSTEM_PATH])}
+
+
+def _env(value: Any, p: Problems, base: dict[str, str]) -> dict[str, str]:
+    env = {**BASE_ENV, **base}
+    if is_unset(value):
+        return env
+    if not isinstance(value, dict):
+        p.error("sglang_env", f"must be a mapping of NAME -> value, got {type(value).__name__}")
+        return env
+    for name in sorted(value, key=str):
+        var = f"sglang_env[{name!r}]"
+        raw = value[name]
+        if not ENV_NAME_RE.match(str(name)):
+            p.error(var, "is not an environment variable name; "
+                    "allowed: letters, digits and _, not starting with a digit")
+            continue
+        if isinstance(raw, (dict, list)) or raw is None:
+            p.error(var, f"must be a string or number, got {type(raw).__name__}")
+            continue
+        text = ("1" if raw else "0") if isinstance(raw, bool) else str(raw)
+        if "\n" in text or "\r" in text or "\x00" in text:
+            p.error(var, "contains a newline or NUL; allowed: a single-line value")
+            continue
+        env[str(name)] = text
+    return env
+
+
+# --- the entry point ---------------------------------------------------------------------
+
+def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dict[str, Any]:
+    """Resolve one host's variables into its SGLang configuration (see the module docstring)."""
+    problems = Problems()
+    values, names = _apply_aliases(inputs, problems)
+    instance = str(values.get("sglang_instance") or "")
+    if not _INSTANCE_RE.match(instance):
+        problems.error("sglang_instance", f"{instance!r} is not usable in a unit name; "
+                       "allowed: letters, digits, '_', '.', '-' (the unit is sglang-<instance>.service)")
+    version = str(values.get("sglang_version") or "")
+    catalog: catalogs.Catalog | None = None
+    try:
+        catalog = catalogs.load_catalog(version, catalog_directory)
+    except catalogs.CatalogError as exc:
+        problems.error("sglang_version", str(exc))
+    run = _Run(values, names, problems, _multinode(values, problems))
+    _named(run)
+    if catalog:
+        _check_named(run, catalog)
+    args = [group for value in run.resolved.values() for group in value.groups]
+    args += _extra_args(run, catalog)
+    env = _env(values.get("sglang_env"), problems, _toolchain_env(values, problems))
+    advertise = str(values.get("sglang_advertise_host") or "").strip()
+    cuda = str(values.get("sglang_cuda_version") or "")
+    return {
+        "ok": not problems.errors,
+        "errors": problems.errors,
+        "warnings": problems.warnings,
+        "version": version,
+        "instance": instance,
+        "unit": f"sglang-{instance}.service",
+        "args": args,
+        "argv": [word for group in args for word in group],
+        "env": env,
+        "settings": {dest: {"flag": v.flag, "value": v.value, "source": v.source}
+                     for dest, v in run.resolved.items()},
+        # How the router reaches this server; only a group's rank 0 serves (other ranks run a dummy health).
+        "url": f"http://{advertise}:{run.typed.get('sglang_port')}" if advertise else "",
+        "primary": run.node["node_rank"] == 0,
+        "multinode": run.node,
+        "cuda": {"version": cuda, "home": cuda_home(cuda)},
+    }
+
+
+def sources(config: dict[str, Any]) -> dict[str, str]:
+    """Flag -> the name of what set it, for messages about flags (the rules)."""
+    return {row["flag"]: row["source"] for row in (config.get("settings") or {}).values()}
