@@ -4,11 +4,11 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= $(if $(CI),0,1)
 export PY_COLORS ?= $(if $(CI),0,1)
 
-.PHONY: help setup sandbox demo test lint unit molecule clean
+.PHONY: help setup sandbox demo test lint sanity collection ee unit molecule clean
 help:
 	@echo "make demo   - set everything up, deploy to a local sandbox container, show the unit and a health answer"
-	@echo "make test   - every test: lint, pytest, Molecule"
-	@echo "make setup | sandbox | lint | unit | molecule | clean"
+	@echo "make test   - every test: lint, ansible-test sanity, the built collection, the EE context, pytest, Molecule"
+	@echo "make setup | sandbox | lint | sanity | collection | ee | unit | molecule | clean"
 
 setup:
 	@bash scripts/setup.sh
@@ -26,13 +26,41 @@ lint: setup
 	ruff check .
 	ansible-playbook --syntax-check deploy.yml playbooks/*.yml
 
+# ansible-test sanity on a copy of the collection, offline (scripts/sanity.sh).
+sanity: setup
+	bash scripts/sanity.sh
+
+# The collection as its users get it: built by ansible-galaxy (galaxy.yml's build_ignore), installed into an
+# empty collections path, and its plan and render playbooks run from that copy by their FQCN, from another
+# directory so that nothing of this checkout's ansible.cfg (roles, collections, callbacks) applies. The render
+# must give the golden files.
+COLLECTION := .cache/collection
+INSTALLED := cd $(COLLECTION)/run && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/$(COLLECTION)/installed \
+	ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false
+collection: setup
+	rm -rf $(COLLECTION) && mkdir -p $(COLLECTION)/installed $(COLLECTION)/run
+	ansible-galaxy collection build --output-path $(COLLECTION) .
+	mv $(COLLECTION)/sglang-deploy-*.tar.gz $(COLLECTION)/sglang-deploy.tar.gz
+	$(INSTALLED) ansible-galaxy collection install --offline -p ../installed ../sglang-deploy.tar.gz
+	$(INSTALLED) ansible-playbook sglang.deploy.deploy -i $(CURDIR)/inventory/example --syntax-check
+	$(INSTALLED) ansible-playbook sglang.deploy.plan -i $(CURDIR)/inventory/example
+	$(INSTALLED) ansible-playbook sglang.deploy.render -i $(CURDIR)/inventory/example \
+		-e render_dir=$(CURDIR)/$(COLLECTION)/render -e hicache_ratio=2.0
+	diff -r tests/golden/example $(COLLECTION)/render/gpu-node-1
+
+# The build context of the execution environment (execution-environment.yml) with that collection; building the
+# image needs a container registry, so CI stops at the context.
+ee: collection
+	rm -rf .cache/ee
+	ansible-builder create -f execution-environment.yml --context .cache/ee
+
 unit: setup
 	pytest
 
 molecule: setup
 	molecule test --all
 
-test: lint unit molecule
+test: lint sanity collection ee unit molecule
 
 clean:
 	-ansible-playbook playbooks/sandbox-destroy.yml

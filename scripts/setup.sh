@@ -13,6 +13,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 need_pkgs=()
 command -v dockerd >/dev/null || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
+command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)  # ansible-test sanity's shellcheck test
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"
@@ -37,6 +38,30 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+
+# ansible-test sanity, offline (scripts/sanity.sh): ansible-core in .cache/sanity-venv, and the pinned requirements
+# of its sanity tests with the pip it bootstraps them with, as wheels that its own test environments install from.
+sanity_stamp=".cache/sanity-venv/.requirements-$(sha256sum requirements-sanity.txt | cut -c1-16)"
+if [ ! -e "$sanity_stamp" ]; then
+  log "ansible-test sanity toolchain -> .cache/sanity-venv, .cache/sanity-wheels (requirements-sanity.txt)"
+  rm -rf .cache/sanity-venv .cache/sanity-wheels
+  python3 -m venv .cache/sanity-venv
+  .cache/sanity-venv/bin/pip install -q --disable-pip-version-check "$(grep '^ansible-core==' requirements-sanity.txt)" \
+    2>&1 | grep -v "^WARNING: Location" || true
+  sanity_pip=$(.cache/sanity-venv/bin/python -c '
+from types import SimpleNamespace
+from ansible_test._internal.python_requirements import get_venv_packages
+print(get_venv_packages(SimpleNamespace(version="3.11"))["pip"])')
+  sanity_reqs=()
+  for file in .cache/sanity-venv/lib/python3*/site-packages/ansible_test/_data/requirements/sanity.*.txt; do
+    sanity_reqs+=(-r "$file")
+  done
+  .cache/sanity-venv/bin/pip wheel -q --disable-pip-version-check -w .cache/sanity-wheels "pip==$sanity_pip" \
+    -r requirements-sanity.txt "${sanity_reqs[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+  .cache/sanity-venv/bin/pip install -q --disable-pip-version-check --no-index --find-links .cache/sanity-wheels \
+    -r requirements-sanity.txt "${sanity_reqs[@]}"
+  touch "$sanity_stamp"
+fi
 
 if ! ansible-galaxy collection install -r requirements.yml -p .cache/collections >.cache/galaxy.log 2>&1; then
   log "Galaxy unreachable: collections from the ansible 12.3.0 wheel on PyPI"

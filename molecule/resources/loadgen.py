@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Steady generation load through an sglang-router, bounded in requests and time.
 
     loadgen.py --router http://ROUTER:30080 --expect 3 [--concurrency 4] [--max-requests 4000]

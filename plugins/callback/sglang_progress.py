@@ -4,21 +4,16 @@
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from ansible.plugins.callback import CallbackBase
-
 DOCUMENTATION = r"""
 name: sglang_progress
 type: aggregate
 short_description: Print SGLang load progress during readiness waits
 description:
-  - While a task polls the C(sglang_ready) module in an C(until) loop, prints one line per host
+  - While a task polls the M(sglang.deploy.sglang_ready) module in an C(until) loop, prints one line per host
     whenever the load phase or shard percentage changes, and at least every O(heartbeat) seconds,
     so a 15-minute model load is never a silent wait. Other tasks are left to the stdout callback.
 requirements:
-  - enabled in ansible.cfg (callbacks_enabled = sglang_progress)
+  - enabled in ansible.cfg (callbacks_enabled = sglang.deploy.sglang_progress)
 options:
   heartbeat:
     description: Seconds after which an unchanged progress line is printed again.
@@ -29,13 +24,20 @@ options:
         key: heartbeat
     env:
       - name: SGLANG_PROGRESS_HEARTBEAT
+author:
+  - sglang-deploy contributors (@sglang-deploy)
 """
+
+import time
+from typing import Any
+
+from ansible.plugins.callback import CallbackBase
 
 
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "sglang_progress"
+    CALLBACK_NAME = "sglang.deploy.sglang_progress"
     CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self) -> None:

@@ -1,28 +1,41 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of operations: rollout batches, a server's metrics and status row, probe lines, apt."""
+"""Filters of operations: rollout batches, a server's metrics, unit properties and status row, probe
+lines, apt."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.module_utils import _prometheus
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import parse_show
 
 DOCUMENTATION = r"""
 name: rollout_batches
-short_description: Rollout batches, metrics, the status table, probe report lines and missing apt packages
+short_description: Rollout batches, metrics, unit properties, the status table, probe lines, missing apt packages
 description:
   - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch.
-  - C(sglang.deploy.metrics) reads SGLang's Prometheus text; C(sglang.deploy.status_table) prints status.yml's table.
+  - C(sglang.deploy.metrics) sums SGLang's Prometheus gauges (C(/metrics)) by name, over their labels; by
+    default the gauges the status table shows, or the names given.
+  - C(sglang.deploy.unit_properties) reads the output of C(systemctl show) into a dict.
+  - C(sglang.deploy.status_table) prints status.yml's table.
   - C(sglang.deploy.probe_line) formats one check of the pre-restart probe.
   - C(sglang.deploy.apt_missing) keeps the C(name) or C(name=version) specs that package_facts does not show installed.
 """
 
 EXAMPLES = r"""
-- name: Roll one server at a time
-  hosts: sglang_workers
-  serial: "{{ groups | sglang.deploy.rollout_batches(1) }}"
+- name: Batch sizes of a rolling play that restarts one server (or one multi-node group) at a time
+  ansible.builtin.debug:
+    msg: "{{ groups | sglang.deploy.rollout_batches(1) }}"
+
+- name: Requests in flight
+  ansible.builtin.debug:
+    msg: "{{ metrics_page.content | sglang.deploy.metrics(['num_running_reqs', 'num_queue_reqs']) }}"
+
+- name: The unit's state
+  ansible.builtin.debug:
+    msg: "{{ (systemctl_show.stdout | sglang.deploy.unit_properties).ActiveState }}"
 """
 
 RETURN = r"""
@@ -72,34 +85,37 @@ def _units_per_batch(serial: Any, units: int) -> int:
                                  "like 25%; allowed: 1, 2, ... or 1%..100%") from None
 
 
-_METRICS = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
-            "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
+# The gauges status.yml shows, by their name after SGLang's "sglang:" prefix.
+STATUS_GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
+                 "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
 
 
-_METRICS = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
-            "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
+def metrics(text: Any, names: Any = None) -> dict[str, float]:
+    """SGLang's Prometheus text -> {name: value} summed over labels, for STATUS_GAUGES or the names given."""
+    return _prometheus.sums(str(text or ""), prefix="sglang:", names=STATUS_GAUGES if names is None else names)
 
 
-def metrics(text: Any) -> dict[str, float]:
-    """SGLang's Prometheus text -> {name: value} for the gauges status.yml shows (summed over labels)."""
-    values: dict[str, float] = {}
-    for line in str(text or "").splitlines():
-        match = re.match(r"^sglang:(\w+)(?:\{[^}]*\})?\s+([-+0-9.eE]+|NaN)$", line.strip())
-        if match and match.group(1) in _METRICS and match.group(2) != "NaN":
-            values[match.group(1)] = values.get(match.group(1), 0.0) + float(match.group(2))
-    return values
+def unit_properties(text: Any) -> dict[str, str]:
+    """`systemctl show` output -> {property: value}."""
+    return parse_show(str(text or ""))
+
+
+def _row_metrics(row: dict[str, Any]) -> dict[str, float]:
+    """A status row's metrics: the parsed gauges, or the /metrics text itself."""
+    value = row.get("metrics") or {}
+    return metrics(value) if isinstance(value, str) else dict(value)
 
 
 def status_table(rows: Any) -> str:
-    """status.yml's table, one line per server."""
+    """status.yml's table, one line per server; a row's metrics are parsed gauges or the /metrics text."""
     head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
            f" {'KV used':>8} {'host KV used':>13}"
     lines = [head, "-" * len(head)]
     for row in rows or []:
-        metrics = row.get("metrics") or {}
-        host_total = metrics.get("hicache_host_total_tokens") or 0
-        host_used = (f"{metrics.get('hicache_host_used_tokens', 0) / host_total:.0%}" if host_total else "-")
-        kv = f"{metrics['token_usage']:.0%}" if "token_usage" in metrics else "-"
+        gauges = _row_metrics(row)
+        host_total = gauges.get("hicache_host_total_tokens") or 0
+        host_used = (f"{gauges.get('hicache_host_used_tokens', 0) / host_total:.0%}" if host_total else "-")
+        kv = f"{gauges['token_usage']:.0%}" if "token_usage" in gauges else "-"
         uptime = int(row.get("uptime_s") or 0)
         lines.append(f"{row['host']:<24} {row['state']:<16} {'ok' if row['healthy'] else str(row['health']):<7}"
                      f" {uptime // 3600:>4}h{uptime % 3600 // 60:02d}m {row['restarts']:>8} {row['version']!s:<12}"
@@ -118,7 +134,7 @@ def apt_missing(specs: Any, packages: Any) -> list[str]:
     that package_facts does not show installed (at exactly that version, for name=version)."""
     missing = []
     for spec in specs or []:
-        name, _, version = str(spec).partition("=")
+        name, _sep, version = str(spec).partition("=")
         installed = [str(entry.get("version")) for entry in (packages or {}).get(name) or []]
         if not installed or (version and version not in installed):
             missing.append(str(spec))
@@ -127,5 +143,5 @@ def apt_missing(specs: Any, packages: Any) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"rollout_batches": rollout_batches, "metrics": metrics, "status_table": status_table,
-                "probe_line": probe_line, "apt_missing": apt_missing}
+        return {"rollout_batches": rollout_batches, "metrics": metrics, "unit_properties": unit_properties,
+                "status_table": status_table, "probe_line": probe_line, "apt_missing": apt_missing}

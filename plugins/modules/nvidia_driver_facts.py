@@ -5,17 +5,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import csv
-import hashlib
-import os
-import shutil
-import subprocess
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: nvidia_driver_facts
 short_description: Secure Boot state, NVIDIA kernel module, GPUs and apt key fingerprints of a host
@@ -31,12 +20,12 @@ description:
     container shares the host's kernel and has no module of its own.
 version_added: "1.0.0"
 options:
-  nvidia_smi:
+  query_gpus:
     description: Query the GPUs with C(nvidia-smi).
     type: bool
     default: true
   nvidia_smi_path:
-    description: The C(nvidia-smi) command.
+    description: The C(nvidia-smi) command, a name on C(PATH) or a path.
     type: str
     default: nvidia-smi
   container:
@@ -44,10 +33,14 @@ options:
     type: bool
     default: false
   key_file:
-    description: An OpenPGP public key file (armored or binary) whose fingerprints to report.
+    description:
+      - An OpenPGP public key file (armored or binary) whose fingerprints to report.
+      - The path of a public key, not a secret, so it is logged.
     type: path
   mok_keys:
-    description: DKMS / MOK public key files; reports whether one of them is enrolled (C(mokutil --test-key)).
+    description:
+      - DKMS / MOK public key files; reports whether one of them is enrolled (C(mokutil --test-key)).
+      - Paths of public keys, not secrets, so they are logged.
     type: list
     elements: path
     default: []
@@ -55,12 +48,15 @@ options:
     description: Root of sysfs (tests point it elsewhere).
     type: path
     default: /sys
-author: sglang-deploy contributors
+notes:
+  - C(mokutil) and C(modinfo) are used when they are installed.
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Read the host's driver state
-  nvidia_driver_facts:
+  sglang.deploy.nvidia_driver_facts:
     key_file: /etc/apt/keyrings/nvidia-cuda.asc
     mok_keys: [/var/lib/dkms/mok.pub]
   register: __nvidia_driver_facts
@@ -68,60 +64,148 @@ EXAMPLES = r"""
 
 RETURN = r"""
 secure_boot:
-  description: enabled, disabled or unknown.
+  description: The Secure Boot state.
   type: str
   returned: always
+  choices: [enabled, disabled, unknown]
+  sample: disabled
 secure_boot_source:
   description: How the Secure Boot state was decided.
   type: str
   returned: always
+  sample: "mokutil --sb-state: SecureBoot disabled"
 mok_enrolled:
   description: True when one of O(mok_keys) is enrolled, false when none is, null when unknown.
   type: bool
   returned: always
+  sample: null
 module:
-  description: The kernel modules (C(loaded), C(version), C(nouveau_loaded), C(signer) of the installed module).
+  description: The NVIDIA and nouveau kernel modules.
   type: dict
   returned: always
+  contains:
+    loaded:
+      description: The C(nvidia) module is loaded.
+      type: bool
+      sample: true
+    version:
+      description: Version of the loaded C(nvidia) module; null when none is loaded.
+      type: str
+      sample: "580.95.05"
+    nouveau_loaded:
+      description: The C(nouveau) module is loaded.
+      type: bool
+      sample: false
+    signer:
+      description: Signer of the installed C(nvidia) module (C(modinfo -F signer)); null when unknown.
+      type: str
+      sample: DKMS module signing key
 loaded_driver_version:
   description: Version of the running driver (the kernel module's; in a container, nvidia-smi's); null if none.
   type: str
   returned: always
+  sample: "580.95.05"
 nvidia_smi:
-  description: C(ok), C(rc), C(error), C(driver_version) and C(gpus) (index, name, compute_cap, memory_total_mib,
-    persistence_mode, uuid).
+  description: What C(nvidia-smi) reported.
   type: dict
   returned: always
+  contains:
+    ok:
+      description: It answered and its output was read.
+      type: bool
+      sample: true
+    rc:
+      description: Its exit status; null when it was not run.
+      type: int
+      sample: 0
+    error:
+      description: Why it did not answer; empty when it did.
+      type: str
+      sample: ""
+    driver_version:
+      description: The driver version all GPUs report; null when they differ or none answered.
+      type: str
+      sample: "580.95.05"
+    gpus:
+      description: One entry per GPU.
+      type: list
+      elements: dict
+      contains:
+        index:
+          description: GPU index.
+          type: int
+          sample: 0
+        name:
+          description: GPU name.
+          type: str
+          sample: NVIDIA RTX PRO 6000 Blackwell Server Edition
+        compute_cap:
+          description: Compute capability.
+          type: str
+          sample: "12.0"
+        memory_total_mib:
+          description: Memory in MiB; null when not reported.
+          type: int
+          sample: 97887
+        persistence_mode:
+          description: Persistence mode.
+          type: str
+          sample: Enabled
+        uuid:
+          description: GPU UUID.
+          type: str
+          sample: GPU-5f3c1e2a-0000-0000-0000-000000000000
+        driver_version:
+          description: Driver version this GPU reports.
+          type: str
+          sample: "580.95.05"
 key_fingerprints:
   description: Fingerprints (upper-case hex) of the primary keys in O(key_file); empty if it is unset or unreadable.
   type: list
   elements: str
   returned: always
+  sample: ["811A93906F60FC0E7A3A5B3BAA1B041702EB5817"]
 """
+
+import base64
+import binascii
+import hashlib
+import os
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
 
 SECURE_BOOT_VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 SMI_FIELDS = ("index", "name", "compute_cap", "memory.total", "persistence_mode", "uuid", "driver_version")
 
 
-def run(argv: list[str], timeout: int = 60) -> tuple[int, str, str]:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return 127, "", str(error)
-    return proc.returncode, proc.stdout, proc.stderr
+def run(module: AnsibleModule, name: str, *args: str) -> tuple[int, str] | None:
+    """(exit status, stdout and stderr) of a tool through the module; None when it is not installed."""
+    path = module.get_bin_path(name)
+    if not path:
+        return None
+    rc, out, err = module.run_command([path, *args])
+    return rc, out + err
 
 
-def secure_boot(sysfs: str) -> tuple[str, str]:
+def secure_boot(module: AnsibleModule, sysfs: str) -> tuple[str, str]:
     """(state, how it was decided)."""
-    if shutil.which("mokutil"):
-        rc, out, err = run(["mokutil", "--sb-state"])
-        text = (out + err).strip()
+    answer = run(module, "mokutil", "--sb-state")
+    if answer is not None:
+        rc, output = answer
+        text = output.strip()
         lowered = text.lower()
         if "secureboot enabled" in lowered:
             return "enabled", f"mokutil --sb-state: {text}"
         if "secureboot disabled" in lowered or "not supported" in lowered:
             return "disabled", f"mokutil --sb-state: {text}"
         return "unknown", f"mokutil --sb-state (rc {rc}): {text or 'no output'}"
+    return efi_secure_boot(sysfs)
+
+
+def efi_secure_boot(sysfs: str) -> tuple[str, str]:
+    """(state, how it was decided) without mokutil: from the firmware's SecureBoot variable."""
     efi = os.path.join(sysfs, "firmware", "efi")
     if not os.path.isdir(efi):
         return "disabled", f"no mokutil; no {efi}: legacy BIOS boot, which has no Secure Boot"
@@ -136,15 +220,12 @@ def secure_boot(sysfs: str) -> tuple[str, str]:
     return ("enabled" if data[4] == 1 else "disabled"), f"no mokutil; EFI variable {SECURE_BOOT_VAR} = {data[4]}"
 
 
-def mok_enrolled(keys: list[str]) -> bool | None:
+def mok_enrolled(module: AnsibleModule, keys: list[str]) -> bool | None:
     present = [key for key in keys if os.path.isfile(key)]
-    if not present or not shutil.which("mokutil"):
+    if not present or not module.get_bin_path("mokutil"):
         return None
-    for key in present:
-        _, out, err = run(["mokutil", "--test-key", key])
-        if "is already enrolled" in (out + err):
-            return True
-    return False
+    answers = (run(module, "mokutil", "--test-key", key) for key in present)
+    return any(answer is not None and "is already enrolled" in answer[1] for answer in answers)
 
 
 def read_text(path: str) -> str | None:
@@ -155,53 +236,38 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def kernel_module(sysfs: str) -> dict[str, Any]:
-    module = os.path.join(sysfs, "module")
-    signer = None
-    if shutil.which("modinfo"):
-        rc, out, _ = run(["modinfo", "-F", "signer", "nvidia"])
-        signer = out.strip() if rc == 0 else None
-    return {"loaded": os.path.isdir(os.path.join(module, "nvidia")),
-            "version": read_text(os.path.join(module, "nvidia", "version")),
-            "nouveau_loaded": os.path.isdir(os.path.join(module, "nouveau")),
-            "signer": signer}
+def kernel_module(module: AnsibleModule, sysfs: str) -> dict[str, Any]:
+    modules = os.path.join(sysfs, "module")
+    answer = run(module, "modinfo", "-F", "signer", "nvidia")
+    return {"loaded": os.path.isdir(os.path.join(modules, "nvidia")),
+            "version": read_text(os.path.join(modules, "nvidia", "version")),
+            "nouveau_loaded": os.path.isdir(os.path.join(modules, "nouveau")),
+            "signer": answer[1].strip() if answer and answer[0] == 0 else None}
 
 
-def parse_smi(text: str) -> list[dict[str, Any]]:
-    gpus = []
-    for row in csv.reader(text.splitlines(), skipinitialspace=True):
-        if not row:
-            continue
-        if len(row) != len(SMI_FIELDS):
-            raise ValueError(f"unexpected nvidia-smi line: {','.join(row)!r}")
-        values = dict(zip(SMI_FIELDS, (cell.strip() for cell in row), strict=True))
-        memory = values["memory.total"].split()[0]
-        gpus.append({"index": int(values["index"]), "name": values["name"], "compute_cap": values["compute_cap"],
-                     "memory_total_mib": int(memory) if memory.isdigit() else None,
-                     "persistence_mode": values["persistence_mode"], "uuid": values["uuid"],
-                     "driver_version": values["driver_version"]})
-    return gpus
+def gpu(row: dict[str, str]) -> dict[str, Any]:
+    """One GPU of nvidia-smi's row (SMI_FIELDS)."""
+    return {"index": int(row["index"]), "name": row["name"], "compute_cap": row["compute_cap"],
+            "memory_total_mib": smi.mib(row["memory.total"]), "persistence_mode": row["persistence_mode"],
+            "uuid": row["uuid"], "driver_version": row["driver_version"]}
 
 
-def nvidia_smi(command: str) -> dict[str, Any]:
+def nvidia_smi(module: AnsibleModule, command: str) -> dict[str, Any]:
     result: dict[str, Any] = {"ok": False, "rc": None, "error": "", "driver_version": None, "gpus": []}
-    if not shutil.which(command):
-        result["error"] = f"{command} is not installed"
-        return result
-    rc, out, err = run([command, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
-    result["rc"] = rc
-    if rc != 0:
-        result["error"] = (out + err).strip() or f"exit status {rc}"
-        return result
     try:
-        result["gpus"] = parse_smi(out)
+        answer, rows = smi.query(module, command, SMI_FIELDS)
     except ValueError as error:
-        result["error"] = str(error)
+        return dict(result, rc=0, error=str(error))
+    result.update(rc=answer.rc, error=answer.error)
+    if not answer.ok:
         return result
-    result["ok"] = True
-    versions = sorted({gpu["driver_version"] for gpu in result["gpus"]})
+    result.update(ok=True, gpus=[gpu(row) for row in rows])
+    versions = sorted({row["driver_version"] for row in rows})
     result["driver_version"] = versions[0] if len(versions) == 1 else None
     return result
+
+
+NOT_QUERIED = {"ok": False, "rc": None, "error": "not queried", "driver_version": None, "gpus": []}
 
 
 def dearmor(data: bytes) -> bytes:
@@ -284,30 +350,30 @@ def key_fingerprints(path: str | None) -> list[str]:
         return []
 
 
-def gather(params: dict[str, Any]) -> dict[str, Any]:
-    state, source = secure_boot(params["sysfs"])
-    module = kernel_module(params["sysfs"])
-    smi = nvidia_smi(params["nvidia_smi_path"]) if params["nvidia_smi"] else {
-        "ok": False, "rc": None, "error": "not queried", "driver_version": None, "gpus": []}
-    loaded = smi["driver_version"] if params["container"] else module["version"]
+def gather(module: AnsibleModule) -> dict[str, Any]:
+    params = module.params
+    kernel = kernel_module(module, params["sysfs"])
+    gpus = nvidia_smi(module, params["nvidia_smi_path"]) if params["query_gpus"] else dict(NOT_QUERIED)
+    state, source = secure_boot(module, params["sysfs"])
+    loaded = gpus["driver_version"] if params["container"] else kernel["version"]
     return {"changed": False, "secure_boot": state, "secure_boot_source": source,
-            "mok_enrolled": mok_enrolled(params["mok_keys"]), "module": module, "nvidia_smi": smi,
+            "mok_enrolled": mok_enrolled(module, params["mok_keys"]), "module": kernel, "nvidia_smi": gpus,
             "loaded_driver_version": loaded, "key_fingerprints": key_fingerprints(params["key_file"])}
 
 
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "query_gpus": {"type": "bool", "default": True},
+    "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
+    "container": {"type": "bool", "default": False},
+    "key_file": {"type": "path", "no_log": False},  # a public key file
+    "mok_keys": {"type": "list", "elements": "path", "default": [], "no_log": False},  # public key files
+    "sysfs": {"type": "path", "default": "/sys"},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "nvidia_smi": {"type": "bool", "default": True},
-            "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
-            "container": {"type": "bool", "default": False},
-            "key_file": {"type": "path"},
-            "mok_keys": {"type": "list", "elements": "path", "default": []},
-            "sysfs": {"type": "path", "default": "/sys"},
-        },
-        supports_check_mode=True,
-    )
-    module.exit_json(**gather(module.params))
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**gather(module))
 
 
 if __name__ == "__main__":

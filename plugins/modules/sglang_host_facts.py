@@ -14,8 +14,8 @@ description:
     unit's own processes (they free it when the unit restarts, so the new server can use it), reads
     the model's and the draft's C(config.json) and the sizes of their safetensors, and checks that no
     other process listens on the server port.
-  - Problems a deploy must not go past are returned in RV(errors), each naming the variable to fix.
-    The module itself never fails for them, so the preflight can report every problem of every host.
+  - Problems a deploy must not go past are returned in RV(facts.errors), each naming the variable to
+    fix. The module itself never fails for them, so the preflight can report every problem of every host.
 version_added: "1.0.0"
 options:
   unit:
@@ -32,16 +32,20 @@ options:
   port:
     description: Port the server binds.
     type: int
-  nvidia_smi:
-    description: The nvidia-smi command.
+  nvidia_smi_path:
+    description: The C(nvidia-smi) command, a name on C(PATH) or a path.
     type: str
     default: nvidia-smi
-author: sglang-deploy contributors
+requirements:
+  - systemd
+  - C(ss) (iproute2) for the port check
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Read the host
-  sglang_host_facts:
+  sglang.deploy.sglang_host_facts:
     unit: sglang-kimi.service
     model_path: /models/Kimi-K2.5
     draft_model_path: /models/Kimi-K2.5-EAGLE3
@@ -51,62 +55,152 @@ EXAMPLES = r"""
 
 RETURN = r"""
 facts:
-  description: >-
-    gpu_count, gpu_memory_mib, compute_capability, gpu_names, compute_modes (per GPU), p2p_read
-    (C(nvidia-smi topo -p2p r), {"0-1": "OK", ...}), iommu (off, passthrough, translated, mixed or
-    unknown, from the GPUs' IOMMU groups), host_mem_available_bytes,
-    unit_memory_bytes, model_config, draft_config, weight_bytes_total, draft_weight_bytes_total,
-    compute_apps (processes on the GPUs outside the unit), errors (refusals, each naming the variable),
-    notes (what could not be read, such as GPUs on a host whose driver is not installed yet).
+  description: What the host has, and the problems found on it.
   type: dict
   returned: always
+  contains:
+    gpu_count:
+      description: GPUs C(nvidia-smi) reports; absent when it did not answer (see RV(facts.notes)).
+      type: int
+      sample: 8
+    gpu_names:
+      description: The distinct GPU names.
+      type: list
+      elements: str
+      sample: ["NVIDIA RTX PRO 6000 Blackwell Server Edition"]
+    gpu_memory_mib:
+      description: Memory of the smallest GPU, in MiB.
+      type: int
+      sample: 97887
+    compute_capability:
+      description: Compute capability of the first GPU.
+      type: str
+      sample: "12.0"
+    compute_modes:
+      description: Compute mode of each GPU, in index order.
+      type: list
+      elements: str
+      sample: ["Default", "Default"]
+    iommu:
+      description: How the IOMMU treats the GPUs (off, passthrough, translated, mixed or unknown), from their groups.
+      type: str
+      sample: "off"
+    p2p_read:
+      description: "C(nvidia-smi topo -p2p r) as C({<gpu>-<gpu>: status}) for every ordered pair; empty when unread."
+      type: dict
+      sample: {"0-1": "OK", "1-0": "OK"}
+    compute_apps:
+      description: Processes on the GPUs outside the unit.
+      type: list
+      elements: dict
+      contains:
+        pid:
+          description: Process ID.
+          type: int
+          sample: 4242
+        name:
+          description: Process name.
+          type: str
+          sample: python3
+        used_memory_mib:
+          description: GPU memory it holds, in MiB, as C(nvidia-smi) prints it.
+          type: str
+          sample: "1000"
+    unit_memory_bytes:
+      description: Memory the unit's processes use now (C(MemoryCurrent)); 0 when it does not run.
+      type: int
+      sample: 17179869184
+    host_mem_available_bytes:
+      description: C(MemAvailable) plus RV(facts.unit_memory_bytes).
+      type: int
+      sample: 449000000000
+    model_config:
+      description: The model's C(config.json); null when unreadable (see RV(facts.errors)).
+      type: dict
+      sample: {"architectures": ["KimiK25ForConditionalGeneration"]}
+    weight_bytes_total:
+      description: Size of the model's safetensors files.
+      type: int
+      sample: 547000000000
+    draft_config:
+      description: The draft model's C(config.json).
+      type: dict
+      returned: when O(draft_model_path) is set
+      sample: {"architectures": ["LlamaForCausalLMEagle3"]}
+    draft_weight_bytes_total:
+      description: Size of the draft model's safetensors files.
+      type: int
+      returned: when O(draft_model_path) is set
+      sample: 3000000000
+    errors:
+      description: Problems a deploy must not go past, each naming the variable to fix.
+      type: list
+      elements: str
+      sample: ["sglang_port: 30000 is already bound on this host by another process (...); allowed: a free port"]
+    notes:
+      description: What could not be read, such as the GPUs of a host whose driver is not installed yet.
+      type: list
+      elements: str
+      sample: []
 """
 
 import json
 import os
 import re
-import subprocess
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
 
-
-def run(argv: list[str]) -> tuple[int, str]:
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, str(exc)
-    return proc.returncode, proc.stdout if proc.returncode == 0 else (proc.stderr or proc.stdout)
+GPU_FIELDS = ("index", "name", "memory.total", "compute_cap", "compute_mode", "pci.bus_id")
+APP_FIELDS = ("pid", "process_name", "used_memory")
+CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified")
 
 
-def gpus(nvidia_smi: str) -> tuple[dict[str, Any], list[str]]:
+def gpu_facts(rows: list[dict[str, str]]) -> dict[str, Any]:
+    """The GPU facts of nvidia-smi's rows (GPU_FIELDS), at least one."""
+    memory = [value for value in (smi.mib(row["memory.total"]) for row in rows) if value is not None]
+    return {"gpu_count": len(rows), "gpu_names": sorted({row["name"] for row in rows}),
+            "gpu_memory_mib": min(memory) if memory else None, "compute_capability": rows[0]["compute_cap"],
+            "compute_modes": [row["compute_mode"] for row in rows],
+            "iommu": iommu_mode([row["pci.bus_id"] for row in rows])}
+
+
+def gpus(module: AnsibleModule, nvidia_smi: str) -> tuple[dict[str, Any], list[str]]:
     """GPU facts, and notes. A host without a working driver yet (a first deploy installs it in its
     driver phase) gives no facts and a note: the plan then uses the inventory's values, and the
     driver role checks the GPUs once the driver runs."""
-    code, out = run([nvidia_smi, "--query-gpu=index,name,memory.total,compute_cap,compute_mode,pci.bus_id",
-                     "--format=csv,noheader,nounits"])
-    if code != 0:
-        return {}, [f"nvidia-smi did not answer ({out.strip()[:200] or 'failed'}); the plan uses the inventory's "
+    try:
+        answer, rows = smi.query(module, nvidia_smi, GPU_FIELDS)
+    except ValueError as exc:
+        answer, rows = smi.Answer(1, "", str(exc)), []
+    if not answer.ok:
+        return {}, [f"nvidia-smi did not answer ({answer.error[:200] or 'failed'}); the plan uses the inventory's "
                     "GPU values (sglang_gpu_*), and the driver phase checks the GPUs"]
-    rows = [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
     if not rows:
         return {"gpu_count": 0}, ["nvidia-smi reports no GPU"]
-    facts: dict[str, Any] = {
-        "gpu_count": len(rows), "gpu_names": sorted({r[1] for r in rows}),
-        "gpu_memory_mib": min(int(float(r[2])) for r in rows), "compute_capability": rows[0][3],
-        "compute_modes": [r[4] for r in rows], "iommu": iommu_mode([r[5] for r in rows])}
-    code, out = run([nvidia_smi, "topo", "-p2p", "r"])
-    facts["p2p_read"] = parse_p2p(out) if code == 0 else {}
-    return facts, [] if code == 0 else [f"nvidia-smi topo -p2p r did not answer ({out.strip()[:200]}); the P2P "
-                                        "settings are not checked against the host"]
+    facts = gpu_facts(rows)
+    topo = smi.run(module, nvidia_smi, ["topo", "-p2p", "r"])
+    facts["p2p_read"] = parse_p2p(topo.out) if topo.ok else {}
+    return facts, [] if topo.ok else [f"nvidia-smi topo -p2p r did not answer ({topo.error[:200]}); the P2P "
+                                      "settings are not checked against the host"]
 
 
-def unit_pids(unit: str) -> set[int]:
-    code, out = run(["systemctl", "show", unit, "--property=ControlGroup", "--value"])
-    group = out.strip() if code == 0 else ""
+def unit_properties(module: AnsibleModule, unit: str) -> dict[str, str]:
+    """The unit's ControlGroup and MemoryCurrent; empty when systemctl cannot tell."""
+    try:
+        return systemctl_show(module, unit, ("ControlGroup", "MemoryCurrent"))
+    except SystemctlError:
+        return {}
+
+
+def unit_pids(group: str) -> set[int]:
+    """The processes of a control group (cgroup v2, or v1's systemd and unified hierarchies)."""
     pids: set[int] = set()
-    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"):
+    for root in CGROUP_ROOTS:
         path = f"{root}{group}/cgroup.procs"
         if group and os.path.exists(path):
             with open(path, encoding="ascii") as handle:
@@ -114,14 +208,15 @@ def unit_pids(unit: str) -> set[int]:
     return pids
 
 
-def foreign_compute_apps(nvidia_smi: str, own: set[int]) -> list[dict[str, Any]]:
-    code, out = run([nvidia_smi, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"])
-    apps = []
-    for line in out.splitlines() if code == 0 else []:
-        cells = [cell.strip() for cell in line.split(",")]
-        if len(cells) >= 3 and cells[0].isdigit() and int(cells[0]) not in own:
-            apps.append({"pid": int(cells[0]), "name": cells[1], "used_memory_mib": cells[2]})
-    return apps
+def unit_memory(value: str) -> int:
+    """MemoryCurrent in bytes; systemd prints [not set] (or 2^64-1) when it does not count."""
+    return int(value) if value.isdigit() and int(value) < 2**63 - 1 else 0
+
+
+def foreign_compute_apps(module: AnsibleModule, nvidia_smi: str, own: set[int]) -> list[dict[str, Any]]:
+    _answer, rows = smi.query(module, nvidia_smi, APP_FIELDS, what="compute-apps", strict=False)
+    return [{"pid": int(row["pid"]), "name": row["process_name"], "used_memory_mib": row["used_memory"]}
+            for row in rows if row["pid"].isdigit() and int(row["pid"]) not in own]
 
 
 def mem_available() -> int:
@@ -130,12 +225,6 @@ def mem_available() -> int:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def unit_memory(unit: str) -> int:
-    code, out = run(["systemctl", "show", unit, "--property=MemoryCurrent", "--value"])
-    text = out.strip()
-    return int(text) if code == 0 and text.isdigit() and int(text) < 2**63 - 1 else 0
 
 
 def model(path: str, var: str) -> tuple[dict[str, Any] | None, int, list[str]]:
@@ -152,56 +241,75 @@ def model(path: str, var: str) -> tuple[dict[str, Any] | None, int, list[str]]:
     return config, size, []
 
 
-def port_holder(port: int | None, own: set[int]) -> str | None:
-    """Who listens on the port, when it is not the unit itself. Without the owner's PID (ss shows
-    it only with the right to inspect every process), a listener counts as the unit's while the
-    unit has processes, and as foreign when it has none."""
-    if not port:
+def listeners(module: AnsibleModule, port: int) -> str:
+    """``ss``'s lines for TCP listeners on the port; empty when there is none or ss cannot tell."""
+    ss = module.get_bin_path("ss")
+    if not ss:
+        return ""
+    rc, out, _stderr = module.run_command([ss, "-Htlnp", "sport", "=", f":{port}"])
+    return out.strip() if rc == 0 else ""
+
+
+def port_holder(listening: str, own: set[int]) -> str | None:
+    """Who listens on the port (``ss`` lines), when it is not the unit itself. Without the owner's PID
+    (ss shows it only with the right to inspect every process), a listener counts as the unit's while
+    the unit has processes, and as foreign when it has none."""
+    if not listening:
         return None
-    code, out = run(["ss", "-Htlnp", "sport", "=", f":{port}"])
-    if code != 0 or not out.strip():
-        return None
-    pids = {int(pid) for pid in re.findall(r"pid=(\d+)", out)}
+    pids = {int(pid) for pid in re.findall(r"pid=(\d+)", listening)}
     if (pids and pids <= own) or (not pids and own):
         return None
-    return " ".join(out.strip().splitlines()[0].split())
+    return " ".join(listening.splitlines()[0].split())
+
+
+def model_facts(facts: dict[str, Any], params: dict[str, Any]) -> list[str]:
+    """Read the model and the draft into facts; the problems found."""
+    facts["model_config"], facts["weight_bytes_total"], errors = model(params["model_path"], "sglang_model_path")
+    if params["draft_model_path"]:
+        facts["draft_config"], facts["draft_weight_bytes_total"], problems = model(
+            params["draft_model_path"], "sglang_speculative_draft_model_path")
+        errors += problems
+    return errors
+
+
+def conflicts(unit: str, port: int | None, apps: list[dict[str, Any]], holder: str | None) -> list[str]:
+    """Refusals for GPU processes and a port listener outside the unit."""
+    errors = [f"a process outside {unit} holds a GPU: PID {app['pid']} ({app['name']}, {app['used_memory_mib']} MiB);"
+              " a new server would run out of GPU memory. Stop it yourself (sglang-deploy ends only processes it "
+              "started)" for app in apps]
+    if holder:
+        errors.append(f"sglang_port: {port} is already bound on this host by another process ({holder}); "
+                      "allowed: a free port")
+    return errors
+
+
+def host_facts(module: AnsibleModule) -> dict[str, Any]:
+    p = module.params
+    facts, notes = gpus(module, p["nvidia_smi_path"])
+    unit = unit_properties(module, p["unit"])
+    own = unit_pids(unit.get("ControlGroup", ""))
+    facts["compute_apps"] = foreign_compute_apps(module, p["nvidia_smi_path"], own) if facts.get("gpu_count") else []
+    facts["unit_memory_bytes"] = unit_memory(unit.get("MemoryCurrent", ""))
+    facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
+    errors = model_facts(facts, p)
+    holder = port_holder(listeners(module, p["port"]), own) if p["port"] else None
+    facts["errors"] = errors + conflicts(p["unit"], p["port"], facts["compute_apps"], holder)
+    facts["notes"] = notes
+    return facts
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "unit": {"type": "str", "required": True},
+    "model_path": {"type": "path", "required": True},
+    "draft_model_path": {"type": "path"},
+    "port": {"type": "int"},
+    "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
+}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "unit": {"type": "str", "required": True},
-            "model_path": {"type": "path", "required": True},
-            "draft_model_path": {"type": "path"},
-            "port": {"type": "int"},
-            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
-    facts, notes = gpus(p["nvidia_smi"])
-    errors: list[str] = []
-    own = unit_pids(p["unit"])
-    facts["compute_apps"] = foreign_compute_apps(p["nvidia_smi"], own) if facts.get("gpu_count") else []
-    facts["unit_memory_bytes"] = unit_memory(p["unit"])
-    facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
-    facts["model_config"], facts["weight_bytes_total"], problems = model(p["model_path"], "sglang_model_path")
-    errors += problems
-    if p["draft_model_path"]:
-        facts["draft_config"], facts["draft_weight_bytes_total"], problems = model(
-            p["draft_model_path"], "sglang_speculative_draft_model_path")
-        errors += problems
-    for app in facts["compute_apps"]:
-        errors.append(f"a process outside {p['unit']} holds a GPU: PID {app['pid']} ({app['name']}, "
-                      f"{app['used_memory_mib']} MiB); a new server would run out of GPU memory. Stop it "
-                      "yourself (sglang-deploy ends only processes it started)")
-    holder = port_holder(p["port"], own)
-    if holder:
-        errors.append(f"sglang_port: {p['port']} is already bound on this host by another process ({holder}); "
-                      "allowed: a free port")
-    facts["errors"] = errors
-    facts["notes"] = notes
-    module.exit_json(changed=False, facts=facts)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(changed=False, facts=host_facts(module))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ options:
     type: str
     required: true
   env_text:
-    description: The environment file the change would write (its C(EnvironmentFile=) is replaced by a copy).
+    description:
+      - The environment file the change would write (its C(EnvironmentFile=) is replaced by a copy).
+      - It can hold secrets (an API key, a Hugging Face token), so it is never logged.
     type: str
     required: true
   script:
@@ -49,21 +51,18 @@ options:
     description: Root-only directory for the probe's copy of the environment file.
     type: path
     default: /run/sglang-deploy/probe
+requirements:
+  - systemd 236 or later (C(systemd-run --pipe --collect))
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
 attributes:
   check_mode:
-    support: full
-    details: The probe changes nothing on the host, so it runs in check mode too.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - sglang-deploy contributors
+    details: The probe runs in a transient unit and changes nothing on the host, so it runs in check mode too.
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Probe the new configuration before the server is drained
-  sglang_probe:
+  sglang.deploy.sglang_probe:
     unit: sglang-kimi.service
     unit_text: "{{ lookup('ansible.builtin.template', 'sglang.service.j2') }}"
     env_text: "{{ lookup('ansible.builtin.template', 'sglang.env.j2') }}"
@@ -196,8 +195,8 @@ def read_results(stdout: str) -> tuple[list[dict[str, Any]], dict[str, Any] | No
 
 def journal_lines(module: AnsibleModule, unit: str, count: int = 15) -> str:
     journalctl = module.get_bin_path("journalctl") or "journalctl"
-    code, out, _ = module.run_command([journalctl, "--no-pager", "-o", "cat", "-n", str(count),
-                                       "_SYSTEMD_UNIT=" + unit, "+", "UNIT=" + unit])
+    code, out, _stderr = module.run_command([journalctl, "--no-pager", "-o", "cat", "-n", str(count),
+                                             "_SYSTEMD_UNIT=" + unit, "+", "UNIT=" + unit])
     return out.strip() if code == 0 else ""
 
 
@@ -252,19 +251,19 @@ def failure_message(module: AnsibleModule, probe_unit: str, code: int, checks: l
             f"{' | '.join(journal.splitlines()[-8:]) or 'no journal lines'}")
 
 
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "unit": {"type": "str", "required": True},
+    "unit_text": {"type": "str", "required": True},
+    "env_text": {"type": "str", "required": True, "no_log": True},
+    "script": {"type": "str", "required": True},
+    "settings": {"type": "dict", "default": {}},
+    "timeout": {"type": "int", "default": 300},
+    "work_dir": {"type": "path", "default": "/run/sglang-deploy/probe"},
+}
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "unit": {"type": "str", "required": True},
-            "unit_text": {"type": "str", "required": True},
-            "env_text": {"type": "str", "required": True, "no_log": True},
-            "script": {"type": "str", "required": True},
-            "settings": {"type": "dict", "default": {}},
-            "timeout": {"type": "int", "default": 300},
-            "work_dir": {"type": "path", "default": "/run/sglang-deploy/probe"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     result = run_probe(module)
     if not result["ok"]:
         module.fail_json(changed=False, **result)

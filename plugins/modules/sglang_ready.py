@@ -85,12 +85,15 @@ options:
     description: Directory of Ansible's async job files (poll mode).
     type: path
     default: ~/.ansible_async
-author: sglang-deploy contributors
+requirements:
+  - systemd with C(journalctl)
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Start the readiness wait (detached)
-  sglang_ready:
+  sglang.deploy.sglang_ready:
     unit: sglang-kimi.service
     url: http://127.0.0.1:30000/health_generate
     previous_invocation_id: "{{ previous.stdout }}"
@@ -101,7 +104,7 @@ EXAMPLES = r"""
   register: ready_job
 
 - name: Wait, showing progress
-  sglang_ready:
+  sglang.deploy.sglang_ready:
     unit: sglang-kimi.service
     jid: "{{ ready_job.ansible_job_id }}"
     status_file: /run/sglang-deploy/sglang-kimi.service.ready.json
@@ -113,65 +116,137 @@ EXAMPLES = r"""
 
 RETURN = r"""
 finished:
-  description: Whether the wait has ended (poll mode); always true in wait mode.
+  description: Whether the wait has ended; always true in wait mode.
   type: bool
   returned: always
+  sample: true
 ready:
   description: The unit answered a real generation.
   type: bool
   returned: when finished
+  sample: true
+unit:
+  description: The unit waited for.
+  type: str
+  returned: when finished
+  sample: sglang-kimi.service
 elapsed_s:
-  description: Seconds from the start of the wait to the answer.
+  description: Seconds from the start of the wait to the answer (or the failure).
   type: float
-  returned: always
+  returned: when finished
+  sample: 412.3
 phase:
-  description: Last load phase seen in the journal (for example C(loading weights), C(fired up)).
+  description: Last load phase seen in the journal.
   type: str
-  returned: always
+  returned: when finished
+  sample: fired up
+describe:
+  description: The phase in words, with the shard progress while weights load.
+  type: str
+  returned: when finished
+  sample: loading weights 45% (29/64 shards)
 progress:
-  description: Last safetensors progress seen, C({percent, done, total}), or null.
+  description: Last safetensors progress seen; null before the first shard.
   type: dict
-  returned: always
-invocation_id:
-  description: The invocation that became ready.
+  returned: when finished
+  contains:
+    percent:
+      description: Percentage of shards loaded.
+      type: int
+      sample: 45
+    done:
+      description: Shards loaded.
+      type: int
+      sample: 29
+    total:
+      description: Shards in all.
+      type: int
+      sample: 64
+phases:
+  description: Each phase seen, in order, with the seconds since the wait started.
+  type: list
+  elements: dict
+  returned: when finished
+  contains:
+    phase:
+      description: The phase.
+      type: str
+      sample: loading weights
+    at_s:
+      description: Seconds since the wait started.
+      type: float
+      sample: 12.5
+  sample: [{"phase": "loading weights", "at_s": 12.5}, {"phase": "fired up", "at_s": 398.0}]
+stall_key:
+  description: The stall bound the current phase falls under (a key of O(stall_timeouts)).
   type: str
   returned: when finished
-main_pid:
-  description: Main PID of that invocation.
-  type: int
+  sample: warmup
+last_progress_line:
+  description: The last journal line that showed progress.
+  type: str
   returned: when finished
+  sample: "The server is fired up and ready to roll!"
+invocation_id:
+  description: The invocation followed (the one that became ready, or failed).
+  type: str
+  returned: when finished
+  sample: 0b6c0f7d4e2a4b8c9d1e2f3a4b5c6d7e
+active_state:
+  description: systemd's ActiveState of the unit at the last poll.
+  type: str
+  returned: when finished
+  sample: active
+sub_state:
+  description: systemd's SubState of the unit at the last poll.
+  type: str
+  returned: when finished
+  sample: running
+health:
+  description: The last health answer, an HTTP status or why there was none.
+  type: str
+  returned: when finished
+  sample: HTTP 200
+main_pid:
+  description: Main PID of the invocation that became ready.
+  type: int
+  returned: when ready
+  sample: 48213
 n_restarts:
   description: systemd's NRestarts counter for the unit.
   type: int
-  returned: when finished
+  returned: when ready
+  sample: 0
 fired_up_to_ready_s:
   description: Seconds from SGLang's "fired up and ready to roll" log line to the ready answer.
   type: float
   returned: when ready and the line was seen
-phases:
-  description: Each phase seen with the seconds since the wait started.
-  type: list
-  returned: always
-stall_key:
-  description: The stall bound the current phase falls under (a key of O(stall_timeouts)).
-  type: str
-  returned: always
-last_progress_line:
-  description: The last journal line that showed progress.
-  type: str
-  returned: always
+  sample: 6.2
+sglang_progress:
+  description:
+    - Poll mode, while the waiter runs - its last status from O(status_file) (empty before the first
+      poll), which the C(sglang.deploy.sglang_progress) callback prints.
+    - It has the keys unit, phase, describe, progress, elapsed_s, invocation_id, active_state, sub_state,
+      health, phases, stall_key and last_progress_line, as documented above.
+  type: dict
+  returned: in poll mode while the wait runs
+  sample: {"unit": "sglang-kimi.service", "phase": "loading weights", "describe": "loading weights 45% (29/64 shards)",
+           "elapsed_s": 131.0, "health": "[Errno 111] Connection refused"}
 """
 
 import json
 import os
 import re
-import subprocess
 import time
-import urllib.error
-import urllib.request
-from typing import Any
+from http.client import HTTPException
+from typing import Any, NoReturn, Protocol
+from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 
 # SGLang's own log lines, in load order, as the pinned wheels 0.5.9 .. 0.5.23 write them (read from the
 # wheels: srt/model_executor/model_runner.py, srt/distributed/bootstrap.py, srt/mem_cache/*,
@@ -273,16 +348,19 @@ class Progress:
         return text
 
 
-def _run(argv: list[str]) -> str:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, errors="replace")
-    if proc.returncode != 0:
-        raise OSError(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return proc.stdout
+class HostError(Exception):
+    """A command on the host failed."""
 
 
-def unit_state(unit: str) -> dict[str, str]:
-    out = _run(["systemctl", "show", unit, "--property=" + ",".join(SHOW_PROPS)])
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+class Host(Protocol):
+    """What the waiter reads on the host: the unit's state, its journal and the health answer."""
+
+    def unit_state(self, unit: str) -> dict[str, str]: ...
+
+    def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        ...
+
+    def health(self, url: str, timeout: int) -> tuple[bool, str]: ...
 
 
 def _message_text(value: Any) -> str:
@@ -292,16 +370,21 @@ def _message_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def journal(invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+def journal_argv(journalctl: str, invocation: str, cursor: str | None, lines: int | None) -> list[str]:
     """Entries of one invocation: the service's own output and systemd's messages about it."""
-    argv = ["journalctl", "--no-pager", "-o", "json", "_SYSTEMD_INVOCATION_ID=" + invocation, "+",
+    argv = [journalctl, "--no-pager", "-o", "json", "_SYSTEMD_INVOCATION_ID=" + invocation, "+",
             "INVOCATION_ID=" + invocation]
     if cursor:
         argv.append("--after-cursor=" + cursor)
     if lines:
         argv.extend(["-n", str(lines)])
+    return argv
+
+
+def parse_journal(text: str) -> list[dict[str, Any]]:
+    """journalctl -o json lines -> [{cursor, ts (seconds), message}]; lines that are not JSON are skipped."""
     entries = []
-    for raw in _run(argv).splitlines():
+    for raw in text.splitlines():
         try:
             entry = json.loads(raw)
         except ValueError:
@@ -312,26 +395,44 @@ def journal(invocation: str, cursor: str | None = None, lines: int | None = None
     return entries
 
 
-def journal_excerpt(invocation: str, count: int) -> str:
+class SystemdHost:
+    """The host itself, read through the module: systemctl, journalctl and the health URL."""
+
+    def __init__(self, module: AnsibleModule) -> None:
+        self.module = module
+
+    def unit_state(self, unit: str) -> dict[str, str]:
+        return systemctl_show(self.module, unit, SHOW_PROPS)
+
+    def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+        journalctl = self.module.get_bin_path("journalctl")
+        if not journalctl:
+            raise HostError("journalctl is not installed")
+        argv = journal_argv(journalctl, invocation, cursor, lines)
+        rc, out, err = self.module.run_command(argv, errors="surrogate_or_replace")
+        if rc != 0:
+            raise HostError(f"{' '.join(argv)} failed ({rc}): {err.strip()}")
+        return parse_journal(out)
+
+    def health(self, url: str, timeout: int) -> tuple[bool, str]:
+        try:
+            with open_url(url, method="GET", timeout=timeout) as answer:
+                return answer.status == 200, f"HTTP {answer.status}"
+        except HTTPError as exc:
+            return False, f"HTTP {exc.code}"
+        except (URLError, OSError, HTTPException, UrlsConnectionError) as exc:
+            return False, str(getattr(exc, "reason", exc))
+
+
+def journal_excerpt(host: Host, invocation: str, count: int) -> str:
     if not invocation:
         return "(no invocation: the unit never started)"
     try:
-        entries = journal(invocation, lines=count * 4)
-    except OSError as exc:
+        entries = host.journal(invocation, lines=count * 4)
+    except HostError as exc:
         return f"(journal unavailable: {exc})"
     lines = [part for entry in entries for part in re.split(r"[\r\n]+", entry["message"]) if part.strip()]
     return "\n".join(lines[-count:]) or "(no journal lines)"
-
-
-def health(url: str, timeout: int) -> tuple[bool, str]:
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, method="GET"), timeout=timeout) as answer:
-            return answer.status == 200, f"HTTP {answer.status}"
-    except urllib.error.HTTPError as exc:
-        return False, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return False, str(reason)
 
 
 def write_status(path: str | None, status: dict[str, Any]) -> None:
@@ -356,8 +457,9 @@ def read_json(path: str) -> dict[str, Any] | None:
 class Waiter:
     """One wait: follow the new invocation until it answers a generation or cannot."""
 
-    def __init__(self, params: dict[str, Any], clock: Any = time) -> None:
+    def __init__(self, params: dict[str, Any], host: Host, clock: Any = time) -> None:
         self.p = params
+        self.host = host
         self.clock = clock
         self.started = clock.time()
         self.progress = Progress(self.started)
@@ -380,7 +482,8 @@ class Waiter:
 
     def fail(self, why: str) -> WaitFailed:
         self.clock.sleep(0.5)  # let journald take in the last lines the process wrote
-        excerpt = journal_excerpt(self.followed or self.state.get("InvocationID", ""), self.p["journal_lines"])
+        invocation = self.followed or self.state.get("InvocationID", "")
+        excerpt = journal_excerpt(self.host, invocation, self.p["journal_lines"])
         return WaitFailed(f"{self.p['unit']} {why} after {self.elapsed():.0f} s; last progress: "
                           f"{self.progress.describe()}\n--- journal of the invocation ---\n{excerpt}")
 
@@ -416,23 +519,23 @@ class Waiter:
         if not self.followed:
             return
         try:
-            entries = journal(self.followed, self.progress.cursor)
-        except OSError:
+            entries = self.host.journal(self.followed, self.progress.cursor)
+        except HostError:
             return
         for entry in entries:
             self.progress.feed(entry["message"], entry["ts"])
             self.progress.cursor = entry["cursor"] or self.progress.cursor
 
     def poll(self) -> bool:
-        self.state = unit_state(self.p["unit"])
+        self.state = self.host.unit_state(self.p["unit"])
         self.check_unit()
         self.read_journal()
         if self.followed:
             self.progress.begin(self.clock.time())
         if self.followed and self.state.get("ActiveState") == "active" and self.p["url"]:
-            ok, self.last_health = health(self.p["url"], self.p["health_timeout"])
+            ok, self.last_health = self.host.health(self.p["url"], self.p["health_timeout"])
             if ok:
-                self.state = unit_state(self.p["unit"])
+                self.state = self.host.unit_state(self.p["unit"])
                 self.check_unit()  # the answer must come from the invocation we follow
                 return True
         return False
@@ -482,60 +585,76 @@ def stall_bounds(raw: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
     return bounds, problems
 
 
-def poll_job(module: AnsibleModule) -> None:
-    """Poll mode: report the detached waiter's progress, or its result once it has ended."""
-    p = module.params
-    job_path = os.path.join(os.path.expanduser(p["async_dir"]), p["jid"])
-    job = read_json(job_path)
-    status = read_json(p["status_file"]) if p["status_file"] else None
-    if job is None and not os.path.exists(job_path):
-        module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']}", finished=True)
+def finished_job(path: str) -> dict[str, Any] | None:
+    """The waiter's result once its async job has ended; None while it runs.
+
+    Ansible's async wrapper writes ``{"started": true, "finished": false}`` to the job file when the job
+    starts, and replaces it with the module's result (or a failure of its own, such as its time limit)
+    when it ends; a file it is still writing does not parse. async_status reads it by the same rules.
+    """
+    job = read_json(path)
     if job is None or ("started" in job and not job.get("finished")):
-        module.exit_json(changed=False, finished=False, sglang_progress=status or {}, **(status or {}))
-    os.remove(job_path)
-    job.pop("invocation", None)
-    job["finished"] = True
-    if job.get("failed"):
-        module.fail_json(**job)
-    module.exit_json(**job)
+        return None
+    job.pop("invocation", None)  # the waiter's own arguments, not part of its result
+    return dict(job, finished=True)
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "unit": {"type": "str", "required": True},
-            "url": {"type": "str"},
-            "previous_invocation_id": {"type": "str", "default": ""},
-            "timeout": {"type": "int", "default": 1080},
-            "interval": {"type": "float", "default": 2},
-            "start_grace": {"type": "int", "default": 30},
-            "health_timeout": {"type": "int", "default": 30},
-            "journal_lines": {"type": "int", "default": 25},
-            "status_file": {"type": "path"},
-            "stall_timeouts": {"type": "dict", "default": {}},
-            "shard_progress": {"type": "bool", "default": True},
-            "jid": {"type": "str"},
-            "async_dir": {"type": "path", "default": "~/.ansible_async"},
-        },
-        required_by={"jid": ("status_file",)},
-        supports_check_mode=True,
-    )
-    if module.params["jid"]:
-        poll_job(module)
+def poll_job(module: AnsibleModule) -> NoReturn:
+    """Poll mode: the detached waiter's progress while it runs; its result or failure once it has ended,
+    when its job file is removed (async_status mode=cleanup)."""
+    p = module.params
+    path = os.path.join(p["async_dir"], p["jid"])
+    if not os.path.exists(path):
+        module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']}", finished=True)
+    result = finished_job(path)
+    if result is None:
+        module.exit_json(changed=False, finished=False, sglang_progress=read_json(p["status_file"]) or {})
+    os.remove(path)
+    if result.get("failed"):
+        module.fail_json(msg=result.pop("msg", "the readiness waiter failed"), **result)
+    module.exit_json(**result)
+
+
+def wait(module: AnsibleModule) -> NoReturn:
+    """Wait mode: follow the unit until it answers a generation, or fail with why it cannot."""
     if not module.params["url"]:
         module.fail_json(msg="url is required unless jid is given")
     bounds, problems = stall_bounds(module.params["stall_timeouts"])
     if problems:
         module.fail_json(msg="stall_timeouts: " + "; ".join(problems))
-    module.params["stall_timeouts"] = bounds
-    waiter = Waiter(module.params)
+    waiter = Waiter(dict(module.params, stall_timeouts=bounds), SystemdHost(module))
     try:
         result = waiter.run()
-    except WaitFailed as exc:
+    except (WaitFailed, SystemctlError) as exc:
         status = waiter.status()
         write_status(module.params["status_file"], dict(status, failed=True))
         module.fail_json(msg=str(exc), ready=False, finished=True, **status)
     module.exit_json(**result)
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "unit": {"type": "str", "required": True},
+    "url": {"type": "str"},
+    "previous_invocation_id": {"type": "str", "default": ""},
+    "timeout": {"type": "int", "default": 1080},
+    "interval": {"type": "float", "default": 2},
+    "start_grace": {"type": "int", "default": 30},
+    "health_timeout": {"type": "int", "default": 30},
+    "journal_lines": {"type": "int", "default": 25},
+    "status_file": {"type": "path"},
+    "stall_timeouts": {"type": "dict", "default": {}},
+    "shard_progress": {"type": "bool", "default": True},
+    "jid": {"type": "str"},
+    "async_dir": {"type": "path", "default": "~/.ansible_async"},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, required_by={"jid": ("status_file",)},
+                           supports_check_mode=True)
+    if module.params["jid"]:
+        poll_job(module)
+    wait(module)
 
 
 if __name__ == "__main__":

@@ -41,49 +41,81 @@ options:
     type: int
     default: 120
   api_key:
-    description: Router API key, if the router was started with one.
+    description: Router API key, if the router was started with one (sent as a bearer token, never logged).
     type: str
-author: sglang-deploy contributors
+extends_documentation_fragment: sglang.deploy.attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the workers it would add and remove, and changes nothing.
+  diff_mode:
+    support: full
+    details: The router's worker URLs before and after (as they would be, in check mode).
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Take a worker out before its restart
-  sglang_router_workers:
+  sglang.deploy.sglang_router_workers:
     router_url: http://127.0.0.1:30080
     workers: [http://10.0.0.11:30000]
     state: absent
   delegate_to: router-1
 
 - name: Keep the router's list equal to the inventory
-  sglang_router_workers:
+  sglang.deploy.sglang_router_workers:
     router_url: http://127.0.0.1:30080
-    workers: "{{ groups['sglang_workers'] | map('extract', hostvars, ['__sglang', 'url']) | list }}"
+    workers: "{{ groups['sglang_workers'] | map('extract', hostvars, ['sglang_config', 'url']) | list }}"
     state: exact
     wait: false
 """
 
 RETURN = r"""
 added:
-  description: Worker URLs this run asked the router to add.
+  description: Worker URLs this run asked the router to add (would add, in check mode).
   type: list
+  elements: str
   returned: always
+  sample: ["http://10.0.0.11:30000"]
 removed:
-  description: Worker URLs this run asked the router to remove.
+  description: Worker URLs this run asked the router to remove (would remove, in check mode).
   type: list
+  elements: str
   returned: always
+  sample: []
 workers:
-  description: The router's list at the end, C({url, id, is_healthy, load}) each.
+  description: The router's list at the end.
   type: list
+  elements: dict
   returned: always
+  contains:
+    url:
+      description: Worker URL, without a trailing slash.
+      type: str
+      sample: http://10.0.0.11:30000
+    id:
+      description: The router's id of the worker.
+      type: str
+      sample: 6f1c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f
+    is_healthy:
+      description: The router counts the worker healthy.
+      type: bool
+      sample: true
+    load:
+      description: The router's load figure for the worker; null when it gives none.
+      type: int
+      sample: 0
 """
 
 import json
 import time
-import urllib.error
-import urllib.request
+from http.client import HTTPException
 from typing import Any
+from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 
 
 class RouterError(Exception):
@@ -98,16 +130,15 @@ class Router:
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
+        headers = {"Content-Type": "application/json"}
         if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
+            headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:
+            with open_url(self.base + path, data=data, headers=headers, method=method, timeout=self.timeout) as answer:
                 text = answer.read().decode() or "null"
-        except urllib.error.HTTPError as exc:
+        except HTTPError as exc:
             raise RouterError(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:300]}") from exc
-        except (urllib.error.URLError, OSError) as exc:
+        except (URLError, OSError, HTTPException, UrlsConnectionError) as exc:
             raise RouterError(f"{method} {path}: {getattr(exc, 'reason', exc)}") from exc
         try:
             return json.loads(text)
@@ -152,6 +183,7 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
     wanted = [norm(url) for url in wanted]
     current = router.workers()
     add, remove = plan(current, wanted, state)
+    diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
     if not check:
         for url in add:
             router.add(url)
@@ -168,27 +200,30 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
                               f"(state {state}; not yet healthy: {pending or 'none'}; "
                               f"listed: {sorted(current)})")
         clock.sleep(1)
-    return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values())}
+    return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
+            "diff": diff}
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "router_url": {"type": "str", "required": True},
+    "workers": {"type": "list", "elements": "str", "default": []},
+    "state": {"type": "str", "choices": ["present", "absent", "exact"], "default": "present"},
+    "wait": {"type": "bool", "default": True},
+    "timeout": {"type": "int", "default": 120},
+    "api_key": {"type": "str", "no_log": True},
+}
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "router_url": {"type": "str", "required": True},
-            "workers": {"type": "list", "elements": "str", "default": []},
-            "state": {"type": "str", "choices": ["present", "absent", "exact"], "default": "present"},
-            "wait": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 120},
-            "api_key": {"type": "str", "no_log": True},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    router = Router(p["router_url"], p["api_key"])
     try:
-        result = run(router, p["workers"], p["state"], p["wait"], p["timeout"], module.check_mode)
+        result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
+                     module.check_mode)
     except RouterError as exc:
         module.fail_json(msg=str(exc))
+    if not module._diff:
+        del result["diff"]
     module.exit_json(**result)
 
 

@@ -5,15 +5,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import struct
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: sglang_weights_verify
 short_description: Verify a safetensors model directory (config, every shard, optional SHA-256 manifest)
@@ -53,12 +44,16 @@ options:
     description: Files hashed in parallel.
     type: int
     default: 4
-author: sglang-deploy contributors
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+attributes:
+  check_mode:
+    details: The model directory is only read; O(cache_file) is not written in check mode.
+author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
 - name: Verify the model before the service restarts
-  sglang_weights_verify:
+  sglang.deploy.sglang_weights_verify:
     path: /models/Kimi-K2.5
     manifest: "{{ lookup('ansible.builtin.file', 'manifests/kimi-k2.5.sha256') }}"
     cache_file: /var/lib/sglang-deploy/weights/models_Kimi-K2.5.json
@@ -68,34 +63,51 @@ RETURN = r"""
 shards:
   description: Safetensors files checked.
   type: int
-  returned: success
+  returned: always
+  sample: 64
 tensors:
   description: Tensors found in their headers.
   type: int
-  returned: success
+  returned: always
+  sample: 2253
 bytes:
   description: Total size of the shards.
   type: int
-  returned: success
+  returned: always
+  sample: 547000000000
 hashed:
   description: Files whose SHA-256 was checked against the manifest (from the cache or read now).
   type: int
-  returned: success
+  returned: always
+  sample: 66
 hashed_now:
   description: Of those, files read and hashed in this run.
   type: int
-  returned: success
+  returned: always
+  sample: 0
 notes:
   description: Oddities that do not stop a load (an index total_size that differs from the headers); also warnings.
   type: list
   elements: str
   returned: always
+  sample: []
 errors:
   description: What is wrong, one line per problem, each naming its file.
   type: list
   elements: str
   returned: failure
+  sample:
+    - "/models/Kimi-K2.5/model-00007-of-00064.safetensors: short, 1000 bytes but its header declares 4096"
 """
+
+import hashlib
+import json
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -212,7 +224,7 @@ def parse_manifest(text: str, errors: list[str]) -> dict[str, str]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        digest, _, name = line.partition(" ")
+        digest, _sep, name = line.partition(" ")
         name = name.strip().lstrip("*")
         if len(digest) != 64 or not name or any(c not in "0123456789abcdefABCDEF" for c in digest):
             errors.append(f"manifest line {number}: not '<sha256>  <file>': {line[:80]!r}")
@@ -298,7 +310,7 @@ def verify(path: str, manifest: str = "", cache: dict[str, Any] | None = None, w
         declared = (read_json(index).get("metadata") or {}).get("total_size")
         if isinstance(declared, int) and declared != totals["tensor_bytes"]:
             notes.append(f"{index}: metadata.total_size {declared} differs from the headers' "
-                            f"{totals['tensor_bytes']}")
+                         f"{totals['tensor_bytes']}")
     if manifest.strip():
         entries = parse_manifest(manifest, errors)
         result["hashed"], result["hashed_now"] = check_manifest(path, entries, cache if cache is not None else {},
@@ -314,30 +326,38 @@ def save_cache(cache_file: str, cache: dict[str, Any]) -> None:
     os.replace(tmp, cache_file)
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "required": True},
-            "manifest": {"type": "str", "default": ""},
-            "cache_file": {"type": "path"},
-            "workers": {"type": "int", "default": 4},
-            "revision": {"type": "str", "default": ""},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
+def checked(params: dict[str, Any], check_mode: bool) -> dict[str, Any]:
+    """verify() with the hash cache of O(cache_file), which is saved when it changed (not in check mode)."""
     cache = load_cache(params["cache_file"])
     before = json.dumps(cache, sort_keys=True)
     result = verify(params["path"], params["manifest"], cache, params["workers"], params["revision"])
-    if params["cache_file"] and not module.check_mode and json.dumps(cache, sort_keys=True) != before:
+    if params["cache_file"] and not check_mode and json.dumps(cache, sort_keys=True) != before:
         save_cache(params["cache_file"], cache)
-    errors = result.pop("errors")
+    return result
+
+
+def failure_message(path: str, errors: list[str]) -> str:
+    shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
+    return f"{path} is not a complete model:\n- " + "\n- ".join(shown)
+
+
+ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
+    "path": {"type": "path", "required": True},
+    "manifest": {"type": "str", "default": ""},
+    "cache_file": {"type": "path"},
+    "workers": {"type": "int", "default": 4},
+    "revision": {"type": "str", "default": ""},
+}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = checked(module.params, module.check_mode)
     for note in result["notes"]:
         module.warn(note)
-    if errors:
-        shown = errors[:20] + ([f"... and {len(errors) - 20} more"] if len(errors) > 20 else [])
-        module.fail_json(msg=f"{params['path']} is not a complete model:\n- " + "\n- ".join(shown),
-                         errors=errors, **result)
+    if result["errors"]:
+        module.fail_json(msg=failure_message(module.params["path"], result["errors"]), **result)
+    del result["errors"]
     module.exit_json(changed=False, **result)
 
 

@@ -1,20 +1,142 @@
-"""The README's variable tables are generated from the roles' argument specs and kept in step."""
+"""The README is the short way in, and the docs and role READMEs behind it must tell the truth: every link
+resolves, every playbook, make target, tag and extra variable they name exists, and the roles' variable
+tables are the ones their argument specs generate."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import pytest
+import yaml
 from helpers import ROOT
 
+README = ROOT / "README.md"
+README_MAX_LINES = 220
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "roles").glob("*/README.md"))]
+PAGE_IDS = [str(p.relative_to(ROOT)) for p in PAGES]
 
-def test_variable_tables_are_up_to_date() -> None:
+FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+ANSIBLE_TAGS = {"always", "never", "all", "tagged", "untagged"}
+
+
+def prose(page: Path) -> str:
+    return FENCE.sub("", page.read_text())
+
+
+def code(page: Path) -> list[str]:
+    """Every command-like text of a page: the lines of its fenced blocks and its inline code spans."""
+    text = page.read_text()
+    blocks = [line for block in FENCE.findall(text) for line in block.splitlines()[1:-1]]
+    return blocks + INLINE_CODE.findall(FENCE.sub("", text))
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", prose(page), re.MULTILINE)}
+
+
+def local_links(page: Path) -> Iterator[tuple[str, Path, str]]:
+    """(link as written, file it points at, anchor or '') for every link that is not a URL."""
+    for target in LINK.findall(prose(page)):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _sep, anchor = target.partition("#")
+        yield target, (page.parent / path).resolve() if path else page, anchor
+
+
+def _walk_tags(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "tags":
+                yield from [value] if isinstance(value, str) else value
+            else:
+                yield from _walk_tags(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk_tags(item)
+
+
+def defined_tags() -> set[str]:
+    files = [ROOT / "deploy.yml", *(ROOT / "playbooks").glob("*.yml"), *(ROOT / "roles").glob("*/tasks/*.yml")]
+    return {tag for f in files for tag in _walk_tags(yaml.safe_load(f.read_text()))} | ANSIBLE_TAGS
+
+
+def test_every_role_readme_has_its_current_variable_tables() -> None:
+    """A role with argument specs and no README, or a stale table, fails here."""
     proc = subprocess.run([sys.executable, "tools/role_docs.py", "--check"], cwd=ROOT, capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 
+def test_the_readme_stays_short() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to docs/ (at most {README_MAX_LINES})"
+
+
+def test_the_readme_links_every_doc_and_role_readme() -> None:
+    linked = {path for _target, path, _anchor in local_links(README)}
+    unlinked = [str(p.relative_to(ROOT)) for p in PAGES[1:] if p.resolve() not in linked]
+    assert not unlinked, f"README.md does not link {unlinked}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_links_resolve(page: Path) -> None:
+    broken = []
+    for target, path, anchor in local_links(page):
+        if not path.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+            broken.append(f"{target}: no heading #{anchor} in {path.relative_to(ROOT)}")
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_named_playbooks_exist(page: Path) -> None:
+    named = set()
+    for line in code(page):
+        for command in re.findall(r"ansible-playbook\s+(.*)", line):
+            named |= {w for w in command.split() if w.endswith((".yml", ".yaml")) and not w.startswith("-")}
+            named |= {f"playbooks/{n}.yml" for n in re.findall(r"\bsglang\.deploy\.(\w+)", command)}
+    missing = sorted(n for n in named if not (ROOT / n).is_file())
+    assert not missing, f"{page.relative_to(ROOT)} runs playbooks that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_named_make_targets_exist(page: Path) -> None:
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    named = {t for line in code(page) for t in re.findall(r"(?:^|\s)make ([a-z][\w-]*)", line)}
+    assert named <= targets, f"{page.relative_to(ROOT)} names make targets that do not exist: {named - targets}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_named_tags_exist(page: Path) -> None:
+    named = {tag for line in code(page) for group in re.findall(r"--tags[ =]([\w|,\\]+)", line)
+             for tag in re.split(r"[|,]", group.replace("\\", "")) if tag}
+    missing = named - defined_tags()
+    assert not missing, f"{page.relative_to(ROOT)} names tags no play or task carries: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=PAGE_IDS)
+def test_extra_vars_are_read_somewhere(page: Path) -> None:
+    sources = [ROOT / "deploy.yml", *(ROOT / "playbooks").glob("*.yml"), *(ROOT / "roles").rglob("*.yml"),
+               *(ROOT / "roles").rglob("*.j2"), *(ROOT / "plugins").rglob("*.py")]
+    text = "\n".join(f.read_text() for f in sources)
+    named = {v for line in code(page) for v in re.findall(r"-e\s+(\w+)=", line)}
+    unread = sorted(v for v in named if not re.search(rf"\b{v}\b", text))
+    assert not unread, f"{page.relative_to(ROOT)} passes extra vars nothing reads: {unread}"
+
+
 def test_ci_runs_the_readme_test_command() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "make test" in readme and "make demo" in readme
+    assert any(line.startswith("make test") for line in code(README)), "README.md must show `make test`"
     assert "exec make test" in (ROOT / ".ci" / "run").read_text()

@@ -49,7 +49,7 @@ def dev_nodes(proc_devices: str = "proc-devices-580.txt") -> dict[str, tuple[int
     nodes = {}
     for line in (REAL / "dev-nodes-580-8gpu.txt").read_text().splitlines():
         if line.startswith("/dev/"):
-            path, _, numbers = line.split()
+            path, _kind, numbers = line.split()
             major, minor = (int(n) for n in numbers.split(":"))
             group = next((name for prefix, name in DYNAMIC.items() if path.startswith(prefix)), None)
             nodes[path] = (min(groups[group]) if group else major, minor)
@@ -112,13 +112,13 @@ def rendered_units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def test_every_device_group_of_the_unit_exists_in_driver_580s_proc_devices(rendered_units: dict[str, str]) -> None:
-    majors, _, unmatched = allowed(rendered_units["580"], "proc-devices-580.txt")
+    majors, _pairs, unmatched = allowed(rendered_units["580"], "proc-devices-580.txt")
     assert unmatched == [], f"DeviceAllow entries that match nothing on a driver-580 host: {unmatched}"
     assert {195, 509, 234} <= majors  # nvidia(+ctl), nvidia-uvm, nvidia-caps
 
 
 def test_every_node_cuda_opens_on_a_580_host_is_allowed(rendered_units: dict[str, str]) -> None:
-    majors, pairs, _ = allowed(rendered_units["580"], "proc-devices-580.txt")
+    majors, pairs, _unmatched = allowed(rendered_units["580"], "proc-devices-580.txt")
     denied = [node for node in cuda_nodes() if not is_allowed(node, majors, pairs)]
     assert denied == []
 

@@ -154,7 +154,7 @@ def test_the_api_key_is_enforced_and_kept_out_of_sight(host: Any) -> None:
     world_readable = host.run(f"find / -xdev -type f -perm -o+r -size -1M -exec grep -l -F -e {API_KEY} {{}} + "
                               "2>/dev/null")
     assert world_readable.stdout.strip() == "", world_readable.stdout
-    rc, out, _ = deploy("-vvv")
+    rc, out, _seconds = deploy("-vvv")
     assert rc == 0, out[-3000:]
     assert API_KEY not in out
 
@@ -179,7 +179,7 @@ def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
 
 def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:
     digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
-    rc, out, _ = deploy("--check", "--diff", "-e", "hicache_ratio=4.0")
+    rc, out, _seconds = deploy("--check", "--diff", "-e", "hicache_ratio=4.0")
     assert rc == 0, out[-3000:]
     assert "-    --hicache-ratio 2.0 \\" in out and "+    --hicache-ratio 4.0 \\" in out, out[-3000:]
     assert files_digest(host) == digest
@@ -214,7 +214,7 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
 ])
 def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str], variable: str) -> None:
     digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
-    rc, out, _ = deploy(*extra)
+    rc, out, _seconds = deploy(*extra)
     assert rc != 0
     assert f"{variable}" in out and "allowed" in out and "nothing was changed" in out, out[-3000:]
     assert files_digest(host) == digest
@@ -246,6 +246,6 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     assert "It was rolled back to the last good configuration" in out
     assert lag < 60
 
-    rc, out, _ = deploy("-e", "hicache_ratio=3.0")
+    rc, out, _seconds = deploy("-e", "hicache_ratio=3.0")
     assert rc == 0, out[-3000:]
     assert healthy(host)

@@ -62,7 +62,7 @@ def test_crash_after_ready_is_restarted_by_systemd_and_counted(host: Any) -> Non
     after = show(host, "MainPID", "NRestarts")
     assert after["NRestarts"] == str(int(before["NRestarts"]) + 1) and after["MainPID"] != before["MainPID"]
     assert serving(host)
-    rc, out, _ = run_playbook("playbooks/status.yml", "-e", "status_json=/tmp/faults-status.json")
+    rc, out, _seconds = run_playbook("playbooks/status.yml", "-e", "status_json=/tmp/faults-status.json")
     assert rc == 0, out[-3000:]
     rows = json.loads(Path("/tmp/faults-status.json").read_text())
     assert rows[0]["restarts"] == 1 and rows[0]["healthy"], rows
@@ -86,7 +86,7 @@ def test_a_stale_gpu_process_refuses_the_start_and_nothing_is_killed(host: Any) 
     write_file(host, config_path, json.dumps(config))
     try:
         before = host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID")
-        rc, out, _ = run_playbook("deploy.yml", "-e", "hicache_ratio=3.0")
+        rc, out, _seconds = run_playbook("deploy.yml", "-e", "hicache_ratio=3.0")
         assert rc != 0
         assert f"holds a GPU: PID {stale}" in out and "nothing was changed" in out, out[-3000:]
         assert (host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID")) == before
@@ -109,8 +109,8 @@ def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
     """The drill controls its own timing: the running server holds requests of 1000 tokens or more until
     its drain begins (simulator fault hold_until_sigterm), so the request is in flight at SIGTERM however
     slow the machine, and can only finish while the old server drains."""
-    rc, out, _ = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.2",
-                              "-e", "drill_fault=hold_until_sigterm=1000")
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.2",
+                                     "-e", "drill_fault=hold_until_sigterm=1000")
     assert rc == 0, out[-3000:]
     result: dict[str, Any] = {}
 
@@ -126,7 +126,7 @@ def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
         assert time.monotonic() < deadline, "the request never started"
         time.sleep(0.5)
     old = show(host, "InvocationID")["InvocationID"]
-    rc, out, _ = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")
     thread.join(timeout=300)
     assert rc == 0, out[-3000:]
     assert json.loads(result["out"])["meta_info"]["completion_tokens"] == 2000

@@ -202,7 +202,7 @@ def test_weights_state_is_private_and_token_absent(host: Any) -> None:
         "uv-not-in-wheelhouse"])
 def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expected: list[str]) -> None:
     before, running = digests(host), invocation(host)
-    rc, out, _ = play(*extra)
+    rc, out, _seconds = play(*extra)
     assert rc != 0
     for text in expected:
         assert text in out, out[-3000:]
@@ -217,25 +217,25 @@ def test_secure_boot_with_unsigned_module_refused(host: Any) -> None:
     host.check_output(f"echo {encoded} | base64 -d > /usr/local/bin/mokutil && chmod 755 /usr/local/bin/mokutil")
     try:
         before = digests(host)
-        rc, out, _ = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always")
+        rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always")
         assert rc != 0
         assert "Secure Boot is enabled" in out and "mokutil --sb-state: SecureBoot enabled" in out, out[-3000:]
         assert "Nothing was changed" in out and recap(out)["changed"] == 0
         assert digests(host) == before
-        rc, out, _ = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always",
-                          "-e", "nvidia_driver_module_signed=true")  # signed another way
+        rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always",
+                                 "-e", "nvidia_driver_module_signed=true")  # signed another way
         assert rc == 0 and recap(out)["changed"] == 0, out[-3000:]
     finally:
         host.check_output("rm -f /usr/local/bin/mokutil")
 
 
 def test_signing_key_with_another_fingerprint_refused(host: Any) -> None:
-    rc, out, _ = play("--tags", "nvidia_driver_repo", "--skip-tags", "always",
-                      "-e", "nvidia_driver_repo_key_fingerprint=" + "0" * 40)
+    rc, out, _seconds = play("--tags", "nvidia_driver_repo", "--skip-tags", "always",
+                             "-e", "nvidia_driver_repo_key_fingerprint=" + "0" * 40)
     assert rc != 0
     assert "not nvidia_driver_repo_key_fingerprint 0000000000000000000000000000000000000000" in out, out[-3000:]
     assert not host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists  # removed, apt never trusted it
-    rc, out, _ = play("--tags", "nvidia_driver_repo", "--skip-tags", "always")  # downloaded again, trusted
+    rc, out, _seconds = play("--tags", "nvidia_driver_repo", "--skip-tags", "always")  # downloaded again, trusted
     assert rc == 0, out[-3000:]
     assert host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists
 
@@ -244,12 +244,12 @@ def test_post_install_check_fails_when_nvidia_smi_reports_7_gpus(host: Any) -> N
     host.check_output(f"mkdir -p /etc/sglang-sim && echo '{json.dumps({'gpus': [{}] * 7})}' > {SMI_CONFIG}")
     try:
         # The driver role's own check (deploy.yml's host preflight, tagged always, refuses it too).
-        rc, out, _ = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
+        rc, out, _seconds = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
         assert rc != 0
         assert "nvidia-smi reports 7 GPUs, nvidia_driver_gpu_count expects 8" in out, out[-3000:]
     finally:
         host.check_output(f"rm -f {SMI_CONFIG}")
-    rc, out, _ = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
+    rc, out, _seconds = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
     assert rc == 0, out[-3000:]
     assert "8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0" in out
 
@@ -258,7 +258,7 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
     host.check_output(f"cp -p {SHARD} /root/shard.bak && truncate -s -100 {SHARD}")
     try:
         before, running = digests(host), invocation(host)
-        rc, out, _ = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
+        rc, out, _seconds = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
         assert rc != 0
         assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, out[-3000:]
         # The play stopped at the weights: nothing of the service ran after the failed verification (the
@@ -268,18 +268,18 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
         assert digests(host) == before and invocation(host) == running
     finally:
         host.check_output(f"mv /root/shard.bak {SHARD}")
-    rc, out, _ = play("--tags", "weights")
+    rc, out, _seconds = play("--tags", "weights")
     assert rc == 0, out[-3000:]
 
 
 def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None:
     # --check --diff first: shows the new pin and the packages it would install, changes nothing.
     before = digests(host)
-    rc, out, _ = play(*DRIVER_ONLY, "--check", "--diff", "-e", f"nvidia_driver_version={NEWER}")
+    rc, out, _seconds = play(*DRIVER_ONLY, "--check", "--diff", "-e", f"nvidia_driver_version={NEWER}")
     assert rc == 0, out[-3000:]
     assert f"+Pin: version {NEWER}-*" in out and f"Would install nvidia-driver-cuda={NEWER}-*" in out
     assert digests(host) == before and dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
-    rc, out, _ = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
+    rc, out, _seconds = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
     # apt moved every package together and kept them held; the reboot handler ran and skipped the
     # reboot (a container); the check then fails: the running driver is still the old one.
     assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{NEWER}-1")
@@ -290,11 +290,11 @@ def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None
     show_apt(host, f"after the pin change to {NEWER}")
     # The "reboot": the fake nvidia-smi now reports the new driver. Nothing left to change.
     host.check_output(f"mkdir -p /etc/sglang-sim && echo '{json.dumps({'driver_version': NEWER})}' > {SMI_CONFIG}")
-    rc, out, _ = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
+    rc, out, _seconds = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
     assert rc == 0 and recap(out)["changed"] == 0, changed_tasks(out)
     # Back to the inventory's version (a downgrade), with the "reboot" done up front.
     host.check_output(f"rm -f {SMI_CONFIG}")
-    rc, out, _ = play(*DRIVER_ONLY)
+    rc, out, _seconds = play(*DRIVER_ONLY)
     assert rc == 0, out[-3000:]
     assert "RUNNING HANDLER [nvidia_driver : Reboot for the driver" in out
     assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build a signed apt repository of dummy NVIDIA driver packages for sandbox and Molecule hosts.
 
     build_repo.py OUT_DIR [--kernel RELEASE]
@@ -224,8 +223,8 @@ def persistenced_files() -> dict[str, tuple[str, int]]:
 def cuda_packages() -> list[Package]:
     """The CUDA 13.0 toolkit pieces the JIT builds use: a dummy nvcc and the runtime header."""
     home = "usr/local/cuda-13.0"
-    files = {"cuda-nvcc-13-0": {f"{home}/bin/nvcc": (NVCC_SCRIPT.replace("{release}", "13.0")
-                                                      .replace("{version}", "13.0.88"), 0o755)},
+    nvcc = NVCC_SCRIPT.replace("{release}", "13.0").replace("{version}", "13.0.88")
+    files = {"cuda-nvcc-13-0": {f"{home}/bin/nvcc": (nvcc, 0o755)},
              "cuda-cudart-dev-13-0": {f"{home}/include/cuda_runtime.h": (CUDA_RUNTIME_H, 0o644)}}
     return [Package(name, version, files=files.get(name, {}), description=f"CUDA 13.0 component {name}")
             for name, version in CUDA_PACKAGES]

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Stage a tiny model directory with a real config.json for sandbox hosts.
 
     make_model.py DEST_DIR SHARDS [SHARD_BYTES]

@@ -57,7 +57,7 @@ class Load:
     def finish(self) -> dict[str, int]:
         time.sleep(2)
         self.stop_file.touch()
-        out, _ = self.proc.communicate(timeout=120)
+        out, _stderr = self.proc.communicate(timeout=120)
         print(out)
         match = re.search(r"^LOAD SUMMARY sent=(\d+) ok=(\d+) failed=(\d+) min_healthy=(\d+)/3$", out, re.M)
         assert match, out
@@ -128,7 +128,7 @@ def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp
         hook_log = on(name).file("/var/log/sglang-post-restart-hook.log").content_string
         assert f"rejoined with invocation {invocation(name)}" in hook_log, hook_log
     # One server at a time: each is removed, restarted, ready and re-added before the next is removed.
-    order = [(name, what) for _, name, what in rows if what != "router: healthy"]
+    order = [(name, what) for _time, name, what in rows if what != "router: healthy"]
     expected = []
     for name in WORKERS:
         expected += [(name, "router: removed"), (name, "systemd: started (restart)"),
@@ -159,7 +159,7 @@ def test_a_crashing_change_is_rolled_back_and_stops_the_rollout(host: Any, tmp_p
 
 
 def test_rollback_playbook_undoes_the_last_rollout_on_one_server(host: Any) -> None:
-    rc, out, _ = run_playbook("playbooks/rollback.yml", "-l", "sglang-rolling-1")
+    rc, out, _seconds = run_playbook("playbooks/rollback.yml", "-l", "sglang-rolling-1")
     assert rc == 0, out[-4000:]
     unit = on("sglang-rolling-1").file(UNIT_PATH).content_string
     assert "--hicache-ratio 3.0" in unit and "--hicache-ratio 4.0" not in unit

@@ -142,7 +142,7 @@ def check_model(settings: dict[str, Any]) -> bool:
     results = [read_model("model", settings["model_path"])]
     if settings.get("draft_path"):
         results.append(read_model("draft", settings["draft_path"]))
-    return report("model", all(ok for ok, _ in results), "; ".join(detail for _, detail in results))
+    return report("model", all(ok for ok, _detail in results), "; ".join(detail for _ok, detail in results))
 
 
 # ---- the JIT toolchain ----------------------------------------------------------------------------
@@ -182,8 +182,8 @@ def check_toolchain(settings: dict[str, Any], work: str) -> bool:
         problems.append(f"{include}/Python.h is missing (the base interpreter's headers: python3-dev)")
     if not problems:
         problems += compile_checks(cc or "", nvcc, include, work)
-    detail = "; ".join(problems) if problems else ", ".join([*notes, f"cc {cc}", f"c++ {cxx}", f"ninja {ninja}",
-                                                                 f"Python.h in {include}"])
+    toolchain = [*notes, f"cc {cc}", f"c++ {cxx}", f"ninja {ninja}", f"Python.h in {include}"]
+    detail = "; ".join(problems) if problems else ", ".join(toolchain)
     return report("toolchain", not problems, detail)
 
 
@@ -343,7 +343,7 @@ def nccl_all_reduce(ranks: int, timeout: float, work: str) -> tuple[bool, str]:
     outputs = []
     for proc in procs:
         try:
-            out, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
+            out, _stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
             for other in procs:
                 other.kill()

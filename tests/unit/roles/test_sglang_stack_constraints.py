@@ -33,7 +33,7 @@ def pins(version: str, added: bool | None = None) -> dict[str, str]:
     """The constraints file's pins: all of them, or only the wheel's (added=False) or only the
     lines sglang-deploy adds after its marker (added=True)."""
     text = (CONSTRAINTS / f"sglang-{version}.txt").read_text()
-    wheel, _, extra = text.partition(ADDED)
+    wheel, _marker, extra = text.partition(ADDED)
     lines = (wheel if added is False else extra if added else text).splitlines()
     return {m.group(1): m.group(2) for line in lines if (m := PIN.match(line))}
 

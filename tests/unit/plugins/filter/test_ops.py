@@ -1,9 +1,11 @@
-"""deploy.yml's serial: servers per batch, with a multi-node server always in one batch."""
+"""The operations filters: deploy.yml's serial (servers per batch, a multi-node server always in one batch),
+SGLang's metrics, systemctl's properties and status.yml's table."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.filter import ops
 from ansible_collections.sglang.deploy.plugins.filter.ops import rollout_batches as batches
 
 SINGLES = {"sglang_workers": ["w1", "w2", "w3"]}
@@ -32,3 +34,43 @@ def test_members_apart_in_the_order_are_refused() -> None:
 def test_a_bad_serial_names_the_variable(serial: object) -> None:
     with pytest.raises(AnsibleFilterError, match="sglang_rolling_serial"):
         batches(SINGLES, serial)
+
+
+METRICS = """# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="kimi",tp_rank="0"} 3.0
+sglang:num_running_reqs{model_name="kimi",tp_rank="1"} 1.0
+sglang:num_queue_reqs{model_name="kimi"} 2
+sglang:token_usage{model_name="kimi"} 0.42
+sglang:hicache_host_used_tokens{model_name="kimi"} 250
+sglang:hicache_host_total_tokens{model_name="kimi"} 1000
+sglang:gen_throughput{model_name="kimi"} NaN
+sglang:prompt_tokens_total{model_name="kimi"} 99
+"""
+
+
+def test_metrics_sums_the_status_gauges_over_labels() -> None:
+    assert ops.metrics(METRICS) == {"num_running_reqs": 4.0, "num_queue_reqs": 2.0, "token_usage": 0.42,
+                                    "hicache_host_used_tokens": 250.0, "hicache_host_total_tokens": 1000.0}
+    assert ops.metrics(METRICS, ["num_running_reqs", "num_queue_reqs"]) == {"num_running_reqs": 4.0,
+                                                                            "num_queue_reqs": 2.0}
+    assert ops.metrics(None) == {} and ops.metrics("") == {}
+
+
+def test_unit_properties_read_systemctl_show() -> None:
+    assert ops.unit_properties("LoadState=loaded\nActiveState=active\nEnvironment=A=1\n") == {
+        "LoadState": "loaded", "ActiveState": "active", "Environment": "A=1"}
+
+
+ROW = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health": 200, "uptime_s": 3723,
+       "restarts": 0, "version": "0.5.23", "drift": False}
+
+
+@pytest.mark.parametrize("metrics", [METRICS, ops.metrics(METRICS)], ids=["text", "parsed"])
+def test_status_table_shows_a_row_per_server(metrics: object) -> None:
+    lines = ops.status_table([dict(ROW, metrics=metrics), dict(ROW, host="gpu-node-2", healthy=False, health=503,
+                                                               drift=True, metrics={})]).splitlines()
+    assert lines[0].split() == ["host", "state", "health", "uptime", "restarts", "version", "config", "KV", "used",
+                                "host", "KV", "used"]
+    assert lines[2].split() == ["gpu-node-1", "active/running", "ok", "1h02m", "0", "0.5.23", "in", "sync", "42%",
+                                "25%"]
+    assert lines[3].split() == ["gpu-node-2", "active/running", "503", "1h02m", "0", "0.5.23", "DRIFT", "-", "-"]

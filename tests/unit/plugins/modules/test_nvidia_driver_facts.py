@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sglang.deploy.plugins.modules import nvidia_driver_facts as facts
 from helpers import ROOT
+from host_commands import Commands
 
 FAKE_SMI = ROOT / "molecule/resources/nvidia-smi/nvidia-smi"
 VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
@@ -50,12 +50,6 @@ B2Pqw2eGN5lYyh8OAQC11ry8KqmhXunkOnDzVemfmDr6OApTsCDsk7w7IQWhDA==
 ED25519_FINGERPRINT = "B8A02D3F781A5EB06E7D57E9495B6F599CB788E4"
 
 
-
-def no_mokutil(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = facts.shutil.which
-    monkeypatch.setattr(facts.shutil, "which", lambda name: None if name == "mokutil" else real(name))
-
-
 def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any] | None) -> str:
     """The sandbox's fake nvidia-smi, configured by a JSON file."""
     if config is not None:
@@ -89,83 +83,97 @@ def test_unreadable_key_files_have_no_fingerprint(tmp_path: Path) -> None:
     assert facts.key_fingerprints(None) == []
 
 
-def test_secure_boot_without_mokutil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    no_mokutil(monkeypatch)
-    state, source = facts.secure_boot(str(tmp_path))
+def test_secure_boot_without_mokutil(tmp_path: Path, commands: Commands) -> None:
+    state, source = facts.secure_boot(commands.module, str(tmp_path))
     assert state == "disabled" and "legacy BIOS boot" in source
     efivars = tmp_path / "firmware" / "efi" / "efivars"
     efivars.mkdir(parents=True)
-    assert facts.secure_boot(str(tmp_path))[0] == "unknown"
+    assert facts.secure_boot(commands.module, str(tmp_path))[0] == "unknown"
     (efivars / VAR).write_bytes(b"\x06\x00\x00\x00\x01")
-    assert facts.secure_boot(str(tmp_path)) == ("enabled", f"no mokutil; EFI variable {VAR} = 1")
+    assert facts.secure_boot(commands.module, str(tmp_path)) == ("enabled", f"no mokutil; EFI variable {VAR} = 1")
     (efivars / VAR).write_bytes(b"\x06\x00\x00\x00\x00")
-    assert facts.secure_boot(str(tmp_path))[0] == "disabled"
+    assert facts.secure_boot(commands.module, str(tmp_path))[0] == "disabled"
 
 
 @pytest.mark.parametrize(("output", "state"), [
     ("SecureBoot enabled\n", "enabled"), ("SecureBoot disabled\n", "disabled"),
     ("EFI variables are not supported on this system\n", "disabled"), ("", "unknown")])
-def test_secure_boot_from_mokutil(monkeypatch: pytest.MonkeyPatch, output: str, state: str) -> None:
-    monkeypatch.setattr(facts.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (0, output, ""))
-    assert facts.secure_boot("/nonexistent")[0] == state
+def test_secure_boot_from_mokutil(commands: Commands, output: str, state: str) -> None:
+    commands.add("mokutil", stdout=output)
+    assert facts.secure_boot(commands.module, "/nonexistent")[0] == state
+    assert commands.calls("mokutil") == [["--sb-state"]]
 
 
-def test_mok_enrollment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mok_enrollment(tmp_path: Path, commands: Commands) -> None:
     key = tmp_path / "mok.pub"
-    assert facts.mok_enrolled([str(key)]) is None  # no key file
+    assert facts.mok_enrolled(commands.module, [str(key)]) is None  # no key file
     key.write_bytes(b"der")
-    monkeypatch.setattr(facts.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (0, f"{argv[-1]} is not enrolled\n", ""))
-    assert facts.mok_enrolled([str(key)]) is False
-    monkeypatch.setattr(facts, "run", lambda argv, timeout=60: (1, f"{argv[-1]} is already enrolled\n", ""))
-    assert facts.mok_enrolled([str(key)]) is True
+    assert facts.mok_enrolled(commands.module, [str(key)]) is None  # no mokutil
+    commands.add("mokutil", stdout=f"{key} is not enrolled\n")
+    assert facts.mok_enrolled(commands.module, [str(key)]) is False
+    commands.add("mokutil", stderr=f"{key} is already enrolled\n", rc=1)
+    assert facts.mok_enrolled(commands.module, [str(key)]) is True
+    assert commands.calls("mokutil")[-1] == ["--test-key", str(key)]
 
 
-def test_kernel_modules_from_sysfs(tmp_path: Path) -> None:
-    assert facts.kernel_module(str(tmp_path))["loaded"] is False
+def test_kernel_modules_from_sysfs(tmp_path: Path, commands: Commands) -> None:
+    assert facts.kernel_module(commands.module, str(tmp_path))["loaded"] is False
     (tmp_path / "module" / "nvidia").mkdir(parents=True)
     (tmp_path / "module" / "nvidia" / "version").write_text("580.95.05\n")
     (tmp_path / "module" / "nouveau").mkdir()
-    module = facts.kernel_module(str(tmp_path))
-    assert (module["loaded"], module["version"], module["nouveau_loaded"]) == (True, "580.95.05", True)
+    module = facts.kernel_module(commands.module, str(tmp_path))
+    assert (module["loaded"], module["version"], module["nouveau_loaded"], module["signer"]) == (
+        True, "580.95.05", True, None)
+    commands.add("modinfo", stdout="DKMS module signing key\n")
+    assert facts.kernel_module(commands.module, str(tmp_path))["signer"] == "DKMS module signing key"
+    assert commands.calls("modinfo") == [["-F", "signer", "nvidia"]]
 
 
-def test_gpus_from_the_sandbox_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, None))
-    assert smi["ok"] and smi["driver_version"] == "580.95.05" and len(smi["gpus"]) == 8
+def test_gpus_from_the_sandbox_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: Commands) -> None:
+    smi = facts.nvidia_smi(commands.module, fake_smi(tmp_path, monkeypatch, None))
+    assert smi["ok"] and smi["rc"] == 0 and smi["driver_version"] == "580.95.05" and len(smi["gpus"]) == 8
     assert smi["gpus"][7] == {"index": 7, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_cap": "12.0",
                               "memory_total_mib": 97887, "persistence_mode": "Enabled",
                               "uuid": smi["gpus"][7]["uuid"], "driver_version": "580.95.05"}
-    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, {"gpus": [{}] * 7, "driver_version": "580.105.08"}))
+    smi = facts.nvidia_smi(commands.module, fake_smi(tmp_path, monkeypatch, {"gpus": [{}] * 7,
+                                                                             "driver_version": "580.105.08"}))
     assert len(smi["gpus"]) == 7 and smi["driver_version"] == "580.105.08"
 
 
-def test_nvidia_smi_failures_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    smi = facts.nvidia_smi(fake_smi(tmp_path, monkeypatch, {"driver_loaded": False}))
+def test_nvidia_smi_failures_are_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: Commands) -> None:
+    smi = facts.nvidia_smi(commands.module, fake_smi(tmp_path, monkeypatch, {"driver_loaded": False}))
     assert not smi["ok"] and smi["rc"] == 9 and "couldn't communicate with the NVIDIA driver" in smi["error"]
-    assert facts.nvidia_smi(str(tmp_path / "absent"))["error"].endswith("is not installed")
+    absent = facts.nvidia_smi(commands.module, str(tmp_path / "absent"))
+    assert absent["rc"] is None and absent["error"].endswith("is not installed")
+    commands.add("nvidia-smi", stdout="0, NVIDIA L40S, 8.9\n")  # three cells for seven fields
+    odd = facts.nvidia_smi(commands.module, "nvidia-smi")
+    assert not odd["ok"] and odd["error"].startswith("unexpected nvidia-smi line")
 
 
 def test_module_in_a_container_reads_the_running_driver_from_nvidia_smi(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    no_mokutil(monkeypatch)
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: Commands, run_module: Any) -> None:
+    monkeypatch.setattr(facts.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
     smi = fake_smi(tmp_path, monkeypatch, {"driver_version": "580.105.08"})
     (tmp_path / "key.asc").write_text(RSA_KEY)
     args = {"nvidia_smi_path": smi, "container": True, "sysfs": str(tmp_path), "key_file": str(tmp_path / "key.asc"),
             "_ansible_check_mode": True}
-    with patch_module_args(args), pytest.raises(SystemExit):
-        facts.main()
-    result = json.loads(capsys.readouterr().out)
+    result = run_module(facts.main, args)
     assert result["changed"] is False and result["secure_boot"] == "disabled"
     assert result["loaded_driver_version"] == "580.105.08" and result["module"]["loaded"] is False
     assert result["key_fingerprints"] == [RSA_FINGERPRINT]
-    with patch_module_args({**args, "container": False}), pytest.raises(SystemExit):
-        facts.main()
-    assert json.loads(capsys.readouterr().out)["loaded_driver_version"] is None  # no module on a real host
+    assert run_module(facts.main, {**args, "container": False})["loaded_driver_version"] is None  # no module here
+
+
+def test_the_gpu_query_can_be_turned_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: Commands, run_module: Any) -> None:
+    monkeypatch.setattr(facts.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    result = run_module(facts.main, {"query_gpus": False, "sysfs": str(tmp_path)})
+    assert result["nvidia_smi"]["error"] == "not queried"
 
 
 def test_fixture_keys_are_public_only() -> None:
     for key in (RSA_KEY, ED25519_KEY):
-        tags = {tag for tag, _ in facts.packets(facts.dearmor(key.encode()))}
+        tags = {packet[0] for packet in facts.packets(facts.dearmor(key.encode()))}
         assert "PRIVATE" not in key and 6 in tags and not tags & {5, 7}  # no secret (sub)key packets

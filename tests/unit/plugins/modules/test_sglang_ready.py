@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
 from helpers import ROOT
+from host_commands import Commands
 
 
 class FakeClock:
@@ -58,16 +61,6 @@ PARAMS = {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:30000/health_g
           "shard_progress": True}
 
 
-@pytest.fixture
-def host(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(fake: FakeHost) -> FakeHost:
-        monkeypatch.setattr(sglang_ready, "unit_state", fake.unit_state)
-        monkeypatch.setattr(sglang_ready, "journal", fake.journal)
-        monkeypatch.setattr(sglang_ready, "health", fake.health)
-        return fake
-    return install
-
-
 def active(inv: str, sub: str = "running", restarts: str = "0") -> dict[str, str]:
     return {"ActiveState": "active", "SubState": sub, "InvocationID": inv, "NRestarts": restarts, "MainPID": "42"}
 
@@ -79,12 +72,12 @@ LOAD = [
 ]
 
 
-def test_waits_through_the_old_process_and_accepts_only_the_new_invocation(host: Any) -> None:
+def test_waits_through_the_old_process_and_accepts_only_the_new_invocation() -> None:
     # old is still active (draining), then deactivating, then the new invocation loads and answers.
-    fake = host(FakeHost([active("old"), {"ActiveState": "deactivating", "SubState": "stop-sigterm",
-                                          "InvocationID": "old"}, active("new"), active("new"), active("new")],
-                         journal=LOAD, health_from=4))
-    result = sglang_ready.Waiter(dict(PARAMS), FakeClock()).run()
+    fake = FakeHost([active("old"), {"ActiveState": "deactivating", "SubState": "stop-sigterm",
+                                     "InvocationID": "old"}, active("new"), active("new"), active("new")],
+                    journal=LOAD, health_from=4)
+    result = sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
     assert result["ready"] and result["invocation_id"] == "new" and result["main_pid"] == 42
     assert result["phase"] == "fired up"
     assert result["progress"] == {"percent": 45, "done": 29, "total": 64}
@@ -92,21 +85,21 @@ def test_waits_through_the_old_process_and_accepts_only_the_new_invocation(host:
     assert fake.health_calls == 2  # asked only once the new invocation ran (polls 3 and 4)
 
 
-def test_health_of_the_old_invocation_never_counts(host: Any) -> None:
-    host(FakeHost([active("old")], health_from=0))
+def test_health_of_the_old_invocation_never_counts() -> None:
+    fake = FakeHost([active("old")], health_from=0)
     with pytest.raises(sglang_ready.WaitFailed, match="was not ready within 60 s"):
-        sglang_ready.Waiter(dict(PARAMS), FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
 
 
-def test_crash_during_load_fails_at_the_next_poll(host: Any) -> None:
+def test_crash_during_load_fails_at_the_next_poll() -> None:
     crash = LOAD[:2] + [("new", "RuntimeError: CUDA error: an illegal memory access was encountered"),
                         ("new", "sglang-kimi.service: Main process exited, code=exited, status=1/FAILURE")]
-    host(FakeHost([active("new"), active("new"),
-                   {"ActiveState": "activating", "SubState": "auto-restart", "InvocationID": "new",
-                    "NRestarts": "1", "ExecMainCode": "1", "ExecMainStatus": "1"}], journal=crash))
+    fake = FakeHost([active("new"), active("new"),
+                     {"ActiveState": "activating", "SubState": "auto-restart", "InvocationID": "new",
+                      "NRestarts": "1", "ExecMainCode": "1", "ExecMainStatus": "1"}], journal=crash)
     clock = FakeClock()
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, clock).run()
     message = str(failure.value)
     assert "crashed during start (exit status 1)" in message
     assert "loading weights 45% (29/64 shards)" in message
@@ -114,45 +107,45 @@ def test_crash_during_load_fails_at_the_next_poll(host: Any) -> None:
     assert clock.now - 1_000.0 <= 2 * PARAMS["interval"] + 1  # two polls, then the failure
 
 
-def test_a_replaced_invocation_is_a_failure(host: Any) -> None:
-    host(FakeHost([active("new"), active("newer")]))
+def test_a_replaced_invocation_is_a_failure() -> None:
+    fake = FakeHost([active("new"), active("newer")])
     with pytest.raises(sglang_ready.WaitFailed, match="was restarted"):
-        sglang_ready.Waiter(dict(PARAMS), FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
 
 
-def test_a_failed_unit_is_reported_with_its_result(host: Any) -> None:
-    host(FakeHost([active("new"), {"ActiveState": "failed", "SubState": "failed", "InvocationID": "new",
-                                   "Result": "start-limit-hit", "ExecMainCode": "2", "ExecMainStatus": "9"}]))
+def test_a_failed_unit_is_reported_with_its_result() -> None:
+    fake = FakeHost([active("new"), {"ActiveState": "failed", "SubState": "failed", "InvocationID": "new",
+                                     "Result": "start-limit-hit", "ExecMainCode": "2", "ExecMainStatus": "9"}])
     with pytest.raises(sglang_ready.WaitFailed, match=r"failed \(exit killed by signal 9, result start-limit-hit\)"):
-        sglang_ready.Waiter(dict(PARAMS), FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
 
 
-def test_a_unit_that_never_starts_fails_after_the_grace(host: Any) -> None:
-    host(FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}]))
+def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
+    fake = FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}])
     clock = FakeClock()
     with pytest.raises(sglang_ready.WaitFailed, match="did not start"):
-        sglang_ready.Waiter(dict(PARAMS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, clock).run()
     assert clock.now - 1_000.0 < PARAMS["start_grace"] + 2 * PARAMS["interval"] + 1
 
 
-def test_hang_fails_at_the_budget_with_the_last_progress(host: Any) -> None:
-    host(FakeHost([active("new")], journal=LOAD[:2]))
+def test_hang_fails_at_the_budget_with_the_last_progress() -> None:
+    fake = FakeHost([active("new")], journal=LOAD[:2])
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS), FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
     assert "was not ready within 60 s" in str(failure.value)
     assert "loading weights 45% (29/64 shards)" in str(failure.value)
 
 
-def test_no_restart_requested_follows_the_current_invocation(host: Any) -> None:
-    host(FakeHost([active("current")], health_from=0))
-    result = sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=""), FakeClock()).run()
+def test_no_restart_requested_follows_the_current_invocation() -> None:
+    fake = FakeHost([active("current")], health_from=0)
+    result = sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=""), fake, FakeClock()).run()
     assert result["invocation_id"] == "current" and result["elapsed_s"] == 0
 
 
 def test_progress_reads_carriage_return_redraws_and_byte_messages() -> None:
     progress = sglang_ready.Progress(0.0)
-    bar = "\rLoading safetensors checkpoint shards:   3% Completed | 2/64\rLoading safetensors checkpoint shards:  "
-    progress.feed(bar + " 50% Completed | 32/64 [00:01<00:01, 30it/s]", 1.0)
+    redraws = "\rLoading safetensors checkpoint shards:   3% Completed | 2/64\rLoading safetensors checkpoint shards:  "
+    progress.feed(redraws + " 50% Completed | 32/64 [00:01<00:01, 30it/s]", 1.0)
     assert progress.describe() == "loading weights 50% (32/64 shards)"
     assert sglang_ready._message_text(list(b"Load weight end\r")) == "Load weight end\r"
 
@@ -170,10 +163,10 @@ def test_progress_knows_the_log_lines_of_every_version(line: str, phase: str) ->
     assert progress.describe() == phase
 
 
-def test_status_file_is_written_each_poll(host: Any, tmp_path: Path) -> None:
-    host(FakeHost([active("new"), active("new")], journal=LOAD, health_from=2))
+def test_status_file_is_written_each_poll(tmp_path: Path) -> None:
+    fake = FakeHost([active("new"), active("new")], journal=LOAD, health_from=2)
     status = tmp_path / "ready.json"
-    sglang_ready.Waiter(dict(PARAMS, status_file=str(status)), FakeClock()).run()
+    sglang_ready.Waiter(dict(PARAMS, status_file=str(status)), fake, FakeClock()).run()
     data = json.loads(status.read_text())
     assert data["invocation_id"] == "new" and data["phase"] == "fired up"
 
@@ -228,13 +221,13 @@ def shards(start: float, every: float, count: int = 64) -> list[tuple[float, str
             for n in range(1, count + 1)]
 
 
-def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget(host: Any) -> None:
+def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget() -> None:
     clock = FakeClock()
     lines = [(1, "[t TP0] Init parallel begin."), (5, "[t TP0] Init parallel ends. elapsed=4.00 s"),
              (6, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(6, 10.0, 64)[:31]]  # hangs at 31/64
-    host(ScriptedJournal(lines, clock))
+    fake = ScriptedJournal(lines, clock)
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), fake, clock).run()
     message = str(failure.value)
     assert "made no progress for 30" in message and "loading weights 48% (31/64 shards)" in message
     assert "sglang_service_stall_timeouts.loading_weights = 300 s" in message
@@ -242,40 +235,40 @@ def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget(host: Any
     assert 316 + 300 <= clock.now - 1_000 <= 316 + 300 + 2 * 5  # the last shard at +316 s, then the bound
 
 
-def test_a_slow_load_that_keeps_moving_is_not_a_hang(host: Any) -> None:
+def test_a_slow_load_that_keeps_moving_is_not_a_hang() -> None:
     clock = FakeClock()
     # 64 shards at 250 s each (a slow disk: 4.4 hours in all) never go 300 s without progress.
     lines = [(1, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(1, 250.0, 64)]
-    host(ScriptedJournal(lines, clock))
+    fake = ScriptedJournal(lines, clock)
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS, timeout=15_000, interval=5, stall_timeouts=BOUNDS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS, timeout=15_000, interval=5, stall_timeouts=BOUNDS), fake, clock).run()
     # Still moving at 59/64 after 15,000 s: the budget ends it, never a stall bound.
     assert "was not ready within 15000 s" in str(failure.value) and "(59/64 shards)" in str(failure.value)
 
 
-def test_a_hung_distributed_init_fails_at_its_bound(host: Any) -> None:
+def test_a_hung_distributed_init_fails_at_its_bound() -> None:
     clock = FakeClock()
-    host(ScriptedJournal([(2, "[t TP0] Init torch distributed begin.")], clock))
+    fake = ScriptedJournal([(2, "[t TP0] Init torch distributed begin.")], clock)
     with pytest.raises(sglang_ready.WaitFailed, match=r"while initialising torch.distributed \(stall bound "
                        r"sglang_service_stall_timeouts.distributed_init = 300 s\)"):
-        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), fake, clock).run()
     assert clock.now - 1_000 < 320
 
 
-def test_silence_before_the_first_line_is_bounded_by_starting(host: Any) -> None:
+def test_silence_before_the_first_line_is_bounded_by_starting() -> None:
     clock = FakeClock()
-    host(ScriptedJournal([], clock))
+    fake = ScriptedJournal([], clock)
     with pytest.raises(sglang_ready.WaitFailed, match=r"while starting .*starting = 300 s\); last progress line: "
                        r"none since the start"):
-        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), clock).run()
+        sglang_ready.Waiter(dict(PARAMS, timeout=1080, interval=5, stall_timeouts=BOUNDS), fake, clock).run()
 
 
-def test_other_nodes_without_shard_progress_are_bounded_by_the_budget_only(host: Any) -> None:
+def test_other_nodes_without_shard_progress_are_bounded_by_the_budget_only() -> None:
     clock = FakeClock()
     lines = [(1, "[t TP8] Load weight begin. avail mem=93.82 GB"), (900, "[t TP8] Load weight end. elapsed=899 s")]
-    host(ScriptedJournal(lines, clock))
+    fake = ScriptedJournal(lines, clock)
     waiter = sglang_ready.Waiter(dict(PARAMS, timeout=1000, interval=5, stall_timeouts=BOUNDS, shard_progress=False),
-                                 clock)
+                                 fake, clock)
     with pytest.raises(sglang_ready.WaitFailed) as failure:
         waiter.run()
     # 899 s of silence in the weights was not a stall; after them, kv_cache's 300 s bound ran out the budget.
@@ -290,3 +283,118 @@ def test_other_nodes_without_shard_progress_are_bounded_by_the_budget_only(host:
 def test_stall_bounds_are_checked(raw: dict[str, Any], problem: str) -> None:
     assert problem in "; ".join(sglang_ready.stall_bounds(raw)[1])
     assert sglang_ready.stall_bounds({"warmup": "60"}) == ({"warmup": 60}, [])
+
+
+# ---- poll mode: the detached waiter's async job --------------------------------------------------
+
+JID = "j123456789.4242"
+STATUS = {"unit": "sglang-kimi.service", "phase": "loading weights", "describe": "loading weights 45% (29/64 shards)",
+          "elapsed_s": 131.0, "health": "[Errno 111] Connection refused"}
+
+
+@pytest.fixture
+def poll(tmp_path: Path, run_module: Any) -> Any:
+    """poll(job) writes the async job file (text or a dict, None for none) and polls it with jid."""
+    (tmp_path / "status.json").write_text(json.dumps(STATUS))
+
+    def run(job: Any) -> dict[str, Any]:
+        if job is not None:
+            (tmp_path / JID).write_text(job if isinstance(job, str) else json.dumps(job))
+        return run_module(sglang_ready.main, {"unit": "sglang-kimi.service", "jid": JID, "async_dir": str(tmp_path),
+                                              "status_file": str(tmp_path / "status.json")})
+    return run
+
+
+@pytest.mark.parametrize("job", [{"started": True, "finished": False, "ansible_job_id": JID}, ""],
+                         ids=["started", "being-written"])
+def test_a_running_waiter_reports_its_progress_once(poll: Any, tmp_path: Path, job: Any) -> None:
+    result = poll(job)
+    assert result["finished"] is False and result["changed"] is False
+    assert result["sglang_progress"] == STATUS  # what the sglang_progress callback prints
+    assert not set(STATUS) & set(result)  # the status is not repeated at the top level
+    assert (tmp_path / JID).exists()
+
+
+def test_an_ended_waiter_returns_its_own_result_and_the_job_is_collected(poll: Any, tmp_path: Path) -> None:
+    waiter = {"ready": True, "finished": True, "changed": False, "elapsed_s": 412.3, "invocation_id": "new",
+              "main_pid": 42, "n_restarts": 0, "invocation": {"module_args": {"url": "http://127.0.0.1:30000/x"}}}
+    result = poll(waiter)
+    assert result["ready"] is True and result["finished"] is True and not result.get("failed")
+    assert (result["invocation_id"], result["main_pid"], result["elapsed_s"]) == ("new", 42, 412.3)
+    assert result["invocation"]["module_args"]["jid"] == JID  # the poll's own arguments, not the waiter's
+    assert "sglang_progress" not in result and not (tmp_path / JID).exists()
+
+
+@pytest.mark.parametrize(("job", "message"), [
+    ({"failed": True, "ready": False, "finished": True, "msg": "sglang-kimi.service crashed during start"},
+     "crashed during start"),
+    ({"failed": True, "msg": "Timeout exceeded", "child_pid": 77}, "Timeout exceeded"),  # the async wrapper's own
+])
+def test_a_failed_waiter_fails_the_poll(poll: Any, tmp_path: Path, job: dict[str, Any], message: str) -> None:
+    result = poll(job)
+    assert result["failed"] is True and result["finished"] is True and message in result["msg"]
+    assert not (tmp_path / JID).exists()
+
+
+def test_polling_a_job_that_does_not_exist_fails(poll: Any) -> None:
+    result = poll(None)
+    assert result["failed"] is True and result["finished"] is True and f"no async job {JID}" in result["msg"]
+
+
+# ---- the real host: systemctl, journalctl and the health URL through the module -------------------
+
+def test_the_unit_state_is_read_with_systemctl_show(commands: Commands) -> None:
+    commands.add("systemctl", stdout="ActiveState=active\nInvocationID=abc\nStatusText=a=b\n")
+    state = sglang_ready.SystemdHost(commands.module).unit_state("sglang-kimi.service")
+    assert state == {"ActiveState": "active", "InvocationID": "abc", "StatusText": "a=b"}
+    assert commands.calls("systemctl") == [["show", "-p", ",".join(sglang_ready.SHOW_PROPS), "--",
+                                            "sglang-kimi.service"]]
+
+
+def test_the_journal_of_one_invocation_is_read_as_json(commands: Commands) -> None:
+    lines = [json.dumps({"__CURSOR": "c1", "__REALTIME_TIMESTAMP": "1700000000500000", "MESSAGE": "Load weight begin"}),
+             "-- cursor: c1", json.dumps({"__CURSOR": "c2", "__REALTIME_TIMESTAMP": "1700000001000000",
+                                          "MESSAGE": list(b"shards:  50%\r")})]
+    commands.add("journalctl", stdout="\n".join(lines) + "\n")
+    host = sglang_ready.SystemdHost(commands.module)
+    assert host.journal("inv", cursor="c0") == [
+        {"cursor": "c1", "ts": 1700000000.5, "message": "Load weight begin"},
+        {"cursor": "c2", "ts": 1700000001.0, "message": "shards:  50%\r"}]
+    assert commands.calls("journalctl") == [["--no-pager", "-o", "json", "_SYSTEMD_INVOCATION_ID=inv", "+",
+                                             "INVOCATION_ID=inv", "--after-cursor=c0"]]
+    commands.add("journalctl", stderr="No journal files were found.", rc=1)
+    assert sglang_ready.journal_excerpt(host, "inv", 5).startswith("(journal unavailable: ")
+
+
+class Health(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health_generate" else 503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_health_asks_the_url_for_a_generation(commands: Commands) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    host = sglang_ready.SystemdHost(commands.module)
+    try:
+        assert host.health(f"{base}/health_generate", 5) == (True, "HTTP 200")
+        assert host.health(f"{base}/loading", 5) == (False, "HTTP 503")
+    finally:
+        server.shutdown()
+        server.server_close()
+    ok, why = host.health(f"{base}/health_generate", 5)  # nothing listens any more
+    assert not ok and "refused" in why.lower()
+
+
+def test_a_host_without_systemctl_fails_the_wait_with_the_reason(
+        commands: Commands, monkeypatch: pytest.MonkeyPatch, run_module: Any) -> None:
+    monkeypatch.setattr(sglang_ready.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    result = run_module(sglang_ready.main, {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:9/health_generate"})
+    assert result["failed"] is True and result["finished"] is True and result["ready"] is False
+    assert result["msg"] == "systemctl is not installed"

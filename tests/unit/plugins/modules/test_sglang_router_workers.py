@@ -20,6 +20,7 @@ class FakeRouter(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.workers: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
+        self.authorization: list[str | None] = []
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -37,10 +38,12 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:
+        self.server.authorization.append(self.headers.get("Authorization"))
         self.server.calls.append("GET " + self.path)
         self.reply(200, {"workers": list(self.server.workers.values()), "total": len(self.server.workers)})
 
     def do_POST(self) -> None:
+        self.server.authorization.append(self.headers.get("Authorization"))
         url = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["url"]
         self.server.calls.append("POST " + url)
         worker = self.server.workers.setdefault(url, {"id": str(uuid.uuid4()), "url": url, "is_healthy": True})
@@ -87,12 +90,23 @@ def test_exact_prunes_workers_not_in_the_inventory(router: FakeRouter) -> None:
     mod.run(client(router), [A, C], "present", True, 5, check=False)
     result = mod.run(client(router), [A, B], "exact", True, 5, check=False)
     assert result["added"] == [B] and result["removed"] == [C]
+    assert result["diff"] == {"before": {"workers": [A, C]}, "after": {"workers": [A, B]}}
     assert sorted(router.workers) == [A, B]
 
 
 def test_check_mode_reports_without_writing(router: FakeRouter) -> None:
     result = mod.run(client(router), [A], "present", True, 5, check=True)
     assert result["changed"] and not router.workers
+    assert result["diff"]["after"] == {"workers": [A]}
+
+
+def test_the_module_sends_the_api_key_and_shows_a_diff_only_when_asked(router: FakeRouter, run_module: Any) -> None:
+    args = {"router_url": f"http://127.0.0.1:{router.server_address[1]}", "workers": [A], "api_key": "s3cret"}
+    result = run_module(mod.main, dict(args, _ansible_diff=True))
+    assert result["changed"] and result["added"] == [A] and result["diff"]["after"] == {"workers": [A]}
+    assert router.authorization == ["Bearer s3cret"] * len(router.calls)
+    assert "s3cret" not in json.dumps(result)  # no_log: the key is not echoed in the invocation
+    assert "diff" not in run_module(mod.main, args)
 
 
 def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:

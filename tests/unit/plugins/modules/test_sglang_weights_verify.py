@@ -16,8 +16,6 @@ from helpers import ROOT, load_script
 
 MODELS = ROOT / "molecule/resources/models"
 
-
-
 make_model = load_script(MODELS / "make_model.py", "make_model_under_test")
 
 

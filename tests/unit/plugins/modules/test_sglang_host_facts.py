@@ -1,0 +1,118 @@
+"""sglang_host_facts: GPUs, the unit's processes and memory, the model and the port, read through the module."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.modules import sglang_host_facts as facts_mod
+from helpers import ROOT
+from host_commands import Commands
+
+REAL = ROOT / "tests" / "fixtures" / "real-host"
+KIMI = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
+NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+GPU_CSV = "\n".join(f"{i}, {NAME}, 97887, 12.0, Default, 00000000:{i + 1:02X}:00.0" for i in range(8)) + "\n"
+
+
+def test_gpu_facts_come_from_nvidia_smi(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> None:
+    smi = commands.add("nvidia-smi", stdout=GPU_CSV)
+    monkeypatch.setattr(facts_mod, "iommu_mode", lambda bus_ids: f"passthrough ({len(bus_ids)} GPUs)")
+    found, notes = facts_mod.gpus(commands.module, smi)
+    p2p = found.pop("p2p_read")
+    assert found == {"gpu_count": 8, "gpu_names": [NAME], "gpu_memory_mib": 97887, "compute_capability": "12.0",
+                     "compute_modes": ["Default"] * 8, "iommu": "passthrough (8 GPUs)"}
+    assert p2p == {} and notes == []  # this stub answers topo with the GPU list, which holds no matrix
+    assert commands.calls("nvidia-smi")[0] == [
+        "--query-gpu=index,name,memory.total,compute_cap,compute_mode,pci.bus_id", "--format=csv,noheader,nounits"]
+    assert commands.calls("nvidia-smi")[1] == ["topo", "-p2p", "r"]
+
+
+def test_the_p2p_matrix_of_a_real_host_is_read(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> None:
+    topo = (REAL / "nvidia-smi-topo-p2p-r-8gpu-pcie.txt").read_text()
+    monkeypatch.setattr(facts_mod.smi, "run", lambda module, command, args: facts_mod.smi.Answer(
+        0, topo if args[0] == "topo" else GPU_CSV, ""))
+    found, notes = facts_mod.gpus(commands.module, "nvidia-smi")
+    assert not notes and len(found["p2p_read"]) == 56 and set(found["p2p_read"].values()) == {"OK"}
+
+
+def test_a_host_without_a_driver_yet_gives_a_note_not_facts(commands: Commands) -> None:
+    found, notes = facts_mod.gpus(commands.module, "nvidia-smi")  # not installed at all
+    assert found == {} and "nvidia-smi is not installed" in notes[0]
+    commands.add("nvidia-smi", stdout="NVIDIA-SMI has failed because it couldn't communicate with the driver", rc=9)
+    found, notes = facts_mod.gpus(commands.module, "nvidia-smi")
+    assert found == {} and "NVIDIA-SMI has failed" in notes[0] and "inventory's GPU values" in notes[0]
+    commands.add("nvidia-smi", stdout="0, NVIDIA L40S\n")
+    found, notes = facts_mod.gpus(commands.module, "nvidia-smi")  # output of another shape
+    assert found == {} and "unexpected nvidia-smi line" in notes[0]
+
+
+def test_foreign_compute_apps_leave_out_the_units_own(commands: Commands) -> None:
+    smi = commands.add("nvidia-smi", stdout="7, python3, 80000\n99, other, 1000\nNo running processes found\n")
+    assert facts_mod.foreign_compute_apps(commands.module, smi, {7}) == [
+        {"pid": 99, "name": "other", "used_memory_mib": "1000"}]
+    assert commands.calls("nvidia-smi") == [["--query-compute-apps=pid,process_name,used_memory",
+                                             "--format=csv,noheader,nounits"]]
+
+
+def test_the_units_control_group_and_memory_come_from_systemctl_show(commands: Commands) -> None:
+    commands.add("systemctl", stdout="ControlGroup=/system.slice/sglang-kimi.service\nMemoryCurrent=1048576\n")
+    assert facts_mod.unit_properties(commands.module, "sglang-kimi.service") == {
+        "ControlGroup": "/system.slice/sglang-kimi.service", "MemoryCurrent": "1048576"}
+    assert commands.calls("systemctl") == [["show", "-p", "ControlGroup,MemoryCurrent", "--", "sglang-kimi.service"]]
+    commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
+    assert facts_mod.unit_properties(commands.module, "sglang-kimi.service") == {}
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1048576", 1048576), ("[not set]", 0), ("", 0),
+                                                 (str(2**64 - 1), 0)])
+def test_unit_memory(value: str, expected: int) -> None:
+    assert facts_mod.unit_memory(value) == expected
+
+
+def test_unit_pids_read_the_control_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    group = tmp_path / "system.slice" / "sglang-kimi.service"
+    group.mkdir(parents=True)
+    (group / "cgroup.procs").write_text("7\n8\n")
+    monkeypatch.setattr(facts_mod, "CGROUP_ROOTS", (str(tmp_path),))
+    assert facts_mod.unit_pids("/system.slice/sglang-kimi.service") == {7, 8}
+    assert facts_mod.unit_pids("") == set()
+
+
+def test_model_directory_is_read_and_its_shards_summed(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(KIMI))
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(b"x" * 100)
+    (tmp_path / "model-00002-of-00002.safetensors").write_bytes(b"x" * 50)
+    config, size, errors = facts_mod.model(str(tmp_path), "sglang_model_path")
+    assert config == KIMI and size == 150 and not errors
+    errors = facts_mod.model(str(tmp_path / "missing"), "sglang_model_path")[2]
+    assert errors[0].startswith("sglang_model_path: ") and "is not a directory" in errors[0]
+
+
+@pytest.mark.parametrize(("ss", "own", "foreign"), [
+    ("", {1}, False),                                                   # nothing listens
+    ('LISTEN 0 5 0.0.0.0:30000 0.0.0.0:* users:(("python",pid=7,fd=3))', {7, 8}, False),  # the unit's
+    ('LISTEN 0 5 0.0.0.0:30000 0.0.0.0:* users:(("nginx",pid=99,fd=3))', {7}, True),      # someone else
+    ("LISTEN 0 5 0.0.0.0:30000 0.0.0.0:*", {7}, False),                 # no PID visible, unit running
+    ("LISTEN 0 5 0.0.0.0:30000 0.0.0.0:*", set(), True),                # no PID visible, unit down
+])
+def test_port_holder(commands: Commands, ss: str, own: set[int], foreign: bool) -> None:
+    commands.add("ss", stdout=ss + "\n")
+    assert bool(facts_mod.port_holder(facts_mod.listeners(commands.module, 30000), own)) is foreign
+    assert commands.calls("ss") == [["-Htlnp", "sport", "=", ":30000"]]
+
+
+def test_the_module_reports_every_problem_without_failing(
+        commands: Commands, monkeypatch: pytest.MonkeyPatch, run_module: Any, tmp_path: Path) -> None:
+    monkeypatch.setattr(facts_mod.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    commands.add("ss", stdout='LISTEN 0 5 0.0.0.0:30000 0.0.0.0:* users:(("nginx",pid=99,fd=3))\n')
+    result = run_module(facts_mod.main, {"unit": "sglang-kimi.service", "model_path": str(tmp_path / "none"),
+                                         "port": 30000, "nvidia_smi_path": "nvidia-smi"})
+    found = result["facts"]
+    assert result["changed"] is False and not result.get("failed")
+    assert found["errors"][0].startswith("sglang_model_path: ") and found["errors"][1].startswith("sglang_port: 30000")
+    assert "nvidia-smi is not installed" in found["notes"][0] and found["compute_apps"] == []
+    assert found["unit_memory_bytes"] == 0 and found["host_mem_available_bytes"] > 0
