@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: nvidia_driver_facts
 short_description: Secure Boot state, NVIDIA kernel module, GPUs and apt key fingerprints of a host
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Read-only. Reports the Secure Boot state and how it was decided, whether a DKMS signing key
     is enrolled, the loaded C(nvidia) kernel module's version, whether C(nouveau) is loaded, the
@@ -24,10 +25,6 @@ options:
     description: Query the GPUs with C(nvidia-smi).
     type: bool
     default: true
-  nvidia_smi_path:
-    description: The C(nvidia-smi) command, a name on C(PATH) or a path.
-    type: str
-    default: nvidia-smi
   container:
     description: The host is a container; take the loaded driver version from C(nvidia-smi).
     type: bool
@@ -50,8 +47,7 @@ options:
     default: /sys
 notes:
   - C(mokutil) and C(modinfo) are used when they are installed.
-extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
-author: sglang-deploy contributors (@sglang-deploy)
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only, sglang.deploy.nvidia_smi]
 """
 
 EXAMPLES = r"""

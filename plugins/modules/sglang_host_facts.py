@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_host_facts
 short_description: Read GPUs, free memory, the model and the port of an SGLang host
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Runs C(nvidia-smi) for the GPUs (count, name, memory, compute capability) and the compute
     processes on them, reads C(MemAvailable) from C(/proc/meminfo) and adds back the memory of the
@@ -32,15 +33,10 @@ options:
   port:
     description: Port the server binds.
     type: int
-  nvidia_smi_path:
-    description: The C(nvidia-smi) command, a name on C(PATH) or a path.
-    type: str
-    default: nvidia-smi
 requirements:
   - systemd
   - C(ss) (iproute2) for the port check
-extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
-author: sglang-deploy contributors (@sglang-deploy)
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only, sglang.deploy.nvidia_smi]
 """
 
 EXAMPLES = r"""

@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_probe
 short_description: Check what an SGLang server needs in its first minute, in its new unit's own sandbox
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Takes the unit file and environment file a change would write (rendered, not yet on the host) and
     runs O(script) as a transient unit with C(systemd-run), with every execution-environment setting
@@ -57,7 +58,6 @@ extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attribu
 attributes:
   check_mode:
     details: The probe runs in a transient unit and changes nothing on the host, so it runs in check mode too.
-author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""

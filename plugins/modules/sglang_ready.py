@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_ready
 short_description: Wait for an SGLang unit to be ready, failing fast on a crash
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Follows one invocation of a systemd unit running SGLang. On every poll it reads the unit's
     C(ActiveState), C(SubState), C(NRestarts) and C(InvocationID) and calls the server's health
@@ -88,7 +89,6 @@ options:
 requirements:
   - systemd with C(journalctl)
 extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
-author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""

@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_router_workers
 short_description: Add, remove or reconcile the workers of an sglang-router
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Talks to the router's worker API (sglang-router / SGLang Model Gateway 0.3.x)
     C(GET /workers), C(POST /workers), C(DELETE /workers/{id}). Both writes are asynchronous on the
@@ -51,7 +52,6 @@ attributes:
   diff_mode:
     support: full
     details: The router's worker URLs before and after (as they would be, in check mode).
-author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""

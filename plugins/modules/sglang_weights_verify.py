@@ -8,6 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: sglang_weights_verify
 short_description: Verify a safetensors model directory (config, every shard, optional SHA-256 manifest)
+author: sglang-deploy contributors (@sglang-deploy)
 description:
   - Read-only check of a Hugging Face style model directory, meant to run before a server restart so
     that a half-copied checkpoint is found in seconds instead of ten minutes into a load.
@@ -48,7 +49,6 @@ extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attribu
 attributes:
   check_mode:
     details: The model directory is only read; O(cache_file) is not written in check mode.
-author: sglang-deploy contributors (@sglang-deploy)
 """
 
 EXAMPLES = r"""
