@@ -86,6 +86,7 @@ checks:
   type: list
   elements: dict
   returned: always
+  sample: [{"check": "interpreter", "ok": true, "detail": "/opt/sglang/0.5.23/venv/bin/python 3.12.3"}]
   contains:
     check:
       description: Name of the check (interpreter, writable, model, toolchain, flashinfer, cuda, triton, nccl, nvml).

@@ -251,20 +251,21 @@ from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show
 # SGLang's own log lines, in load order, as the pinned wheels 0.5.9 .. 0.5.23 write them (read from the
 # wheels: srt/model_executor/model_runner.py, srt/distributed/bootstrap.py, srt/mem_cache/*,
 # srt/managers/scheduler.py, srt/entrypoints/http_server.py; tests/fixtures/sglang-logs/ holds one
-# startup log per version). Each phase: marker, what it is called, and the stall bound it falls under.
-PHASES = tuple((re.compile(pattern, re.IGNORECASE), name, stall) for pattern, name, stall in (
-    (r"Init torch distributed begin|Init parallel begin", "initialising torch.distributed", "distributed_init"),
-    (r"Load weight begin", "loading weights", "loading_weights"),
-    (r"(Loading safetensors checkpoint|Multi-thread loading) shards", "loading weights", "loading_weights"),
-    (r"Load weight end", "weights loaded", "kv_cache"),
-    (r"KV Cache (is allocated|VA upper bound)|Memory pool end|of the KV budget", "allocating KV cache", "kv_cache"),
-    (r"Capture .*cuda graph begin", "capturing CUDA graphs", "cuda_graphs"),
-    (r"Capture .*cuda graph end", "CUDA graphs captured", "cuda_graphs"),
-    (r"max_total_num_tokens=", "starting HTTP server", "host_kv_pool"),
-    (r"host memory for hierarchical KV cache|hierarchical KV host pool|HiCache auto-sizing", "allocating host KV pool",
-     "host_kv_pool"),
-    (r"Uvicorn running on|Application startup complete", "warming up", "warmup"),
-    (r"The server is fired up and ready to roll", "fired up", "warmup"),
+# startup log per version). Each phase: what it is called, the stall bound it falls under, and its markers.
+PHASES = tuple((re.compile("|".join(markers), re.IGNORECASE), name, stall) for name, stall, markers in (
+    ("initialising torch.distributed", "distributed_init", (r"Init torch distributed begin", r"Init parallel begin")),
+    ("loading weights", "loading_weights",
+     (r"Load weight begin", r"Loading safetensors checkpoint shards", r"Multi-thread loading shards")),
+    ("weights loaded", "kv_cache", (r"Load weight end",)),
+    ("allocating KV cache", "kv_cache",
+     (r"KV Cache is allocated", r"KV Cache VA upper bound", r"Memory pool end", r"of the KV budget")),
+    ("capturing CUDA graphs", "cuda_graphs", (r"Capture .*cuda graph begin",)),
+    ("CUDA graphs captured", "cuda_graphs", (r"Capture .*cuda graph end",)),
+    ("starting HTTP server", "host_kv_pool", (r"max_total_num_tokens=",)),
+    ("allocating host KV pool", "host_kv_pool",
+     (r"host memory for hierarchical KV cache", r"hierarchical KV host pool", r"HiCache auto-sizing")),
+    ("warming up", "warmup", (r"Uvicorn running on", r"Application startup complete")),
+    ("fired up", "warmup", (r"The server is fired up and ready to roll",)),
 ))
 # Lines that show the load moving without starting a phase: the end of distributed init, the memory
 # baseline (0.5.23), the per-batch-size CUDA-graph bars (tqdm on TP rank 0).

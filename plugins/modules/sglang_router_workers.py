@@ -82,12 +82,13 @@ removed:
   type: list
   elements: str
   returned: always
-  sample: []
+  sample: ["http://10.0.0.12:30000"]
 workers:
   description: The router's list at the end.
   type: list
   elements: dict
   returned: always
+  sample: [{"url": "http://10.0.0.11:30000", "id": "6f1c2d3e", "is_healthy": true, "load": 0}]
   contains:
     url:
       description: Worker URL, without a trailing slash.

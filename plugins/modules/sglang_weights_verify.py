@@ -90,7 +90,7 @@ notes:
   type: list
   elements: str
   returned: always
-  sample: []
+  sample: ["/m/model.safetensors.index.json: metadata.total_size 1029718614016 differs from the headers' 1029718613"]
 errors:
   description: What is wrong, one line per problem, each naming its file.
   type: list
