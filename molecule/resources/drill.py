@@ -1,15 +1,19 @@
 """What the Molecule verify tests share: running a playbook of this repository through the CLI,
-against the scenario's inventory, as a user does."""
+against the scenario's inventory, as a user does. Each run's whole output is kept in
+.cache/drill-logs/<scenario>/ (numbered in run order) for reading after a failure or a timing question."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+LOGS = PROJECT / ".cache" / "drill-logs" / os.environ.get("MOLECULE_SCENARIO_NAME", "scenario")
+shutil.rmtree(LOGS, ignore_errors=True)  # this verify run's logs only
 
 
 def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
@@ -21,5 +25,8 @@ def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
-    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s")
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{len(list(LOGS.glob('*.log'))) + 1:03d}-{Path(name).stem}.log"
+    log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
+    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s  (output: {log.relative_to(PROJECT)})")
     return proc.returncode, proc.stdout + proc.stderr, seconds
