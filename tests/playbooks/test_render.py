@@ -11,18 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, render
 
 GOLDEN = ROOT / "tests" / "golden" / "example"
 FILES = ("sglang-kimi.service", "kimi.env")
-
-
-def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return subprocess.run([playbook, "playbooks/render.yml", "-i", "inventory/example",
-                           "-e", f"render_dir={tmp}", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
 
 
 @pytest.fixture(scope="module")
