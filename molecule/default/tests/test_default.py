@@ -9,17 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
+from drill import recap, run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
-sys.path.insert(0, os.path.join(PROJECT, "molecule", "resources"))
-from drill import run_playbook  # noqa: E402
 
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
 
@@ -35,12 +32,6 @@ SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "SGLANG_SIM_LOAD_SECONDS": 6, 
 
 def deploy(*extra: str) -> tuple[int, str, float]:
     return run_playbook("deploy.yml", *extra)
-
-
-def recap(output: str) -> dict[str, int]:
-    match = re.search(r"sglang-molecule-default\s*:\s*(.*)", output.rsplit("PLAY RECAP", maxsplit=1)[-1])
-    assert match, output[-2000:]
-    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
 
 
 def show(host: Any, *props: str) -> dict[str, str]:
@@ -170,7 +161,7 @@ def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
     before = show(host, "InvocationID", "MainPID", "NRestarts")
     rc, out, seconds = deploy("-e", "hicache_ratio=2.0")
     assert rc == 0, out[-3000:]
-    assert recap(out)["changed"] == 0, out[-3000:]
+    assert recap(out, "sglang-molecule-default")["changed"] == 0, out[-3000:]
     after = show(host, "InvocationID", "MainPID", "NRestarts")
     assert after == before
     print(f"MEASURED no-op deploy wall time: {seconds:.1f} s; systemctl show before={before} after={after}")

@@ -6,18 +6,15 @@ import base64
 import json
 import os
 import re
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import testinfra.utils.ansible_runner
+from drill import run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-sys.path.insert(0, str(PROJECT / "molecule" / "resources"))
-from drill import run_playbook  # noqa: E402
 
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
 UNIT = "sglang-kimi.service"

@@ -14,16 +14,13 @@ import base64
 import json
 import os
 import re
-import subprocess
-import time
 from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
+from drill import recap, run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
-CONVERGE = os.path.join(PROJECT, "molecule", "install", "converge.yml")
 HOST = "sglang-molecule-install"
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("sglang_workers")
 
@@ -42,21 +39,7 @@ WATCHED = ["/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/preferences.
 
 def play(*extra: str) -> tuple[int, str, float]:
     """Run converge.yml (deploy.yml's install order) through the CLI against this scenario's host."""
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(PROJECT, "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    argv = ["ansible-playbook", CONVERGE, "-i", os.path.dirname(INVENTORY), *extra]
-    started = time.monotonic()
-    proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
-    print(f"\n$ ansible-playbook molecule/install/converge.yml {' '.join(extra)}  ->  rc={proc.returncode} "
-          f"in {seconds:.1f} s")
-    return proc.returncode, proc.stdout + proc.stderr, seconds
-
-
-def recap(output: str) -> dict[str, int]:
-    match = re.search(rf"{HOST}\s*:\s*(.*)", output.rsplit("PLAY RECAP", maxsplit=1)[-1])
-    assert match, output[-3000:]
-    return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
+    return run_playbook("molecule/install/converge.yml", *extra)
 
 
 def changed_tasks(output: str) -> list[str]:
@@ -206,7 +189,7 @@ def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expect
     assert rc != 0
     for text in expected:
         assert text in out, out[-3000:]
-    assert recap(out)["changed"] == 0
+    assert recap(out, HOST)["changed"] == 0
     assert digests(host) == before and invocation(host) == running
 
 
@@ -220,11 +203,11 @@ def test_secure_boot_with_unsigned_module_refused(host: Any) -> None:
         rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always")
         assert rc != 0
         assert "Secure Boot is enabled" in out and "mokutil --sb-state: SecureBoot enabled" in out, out[-3000:]
-        assert "Nothing was changed" in out and recap(out)["changed"] == 0
+        assert "Nothing was changed" in out and recap(out, HOST)["changed"] == 0
         assert digests(host) == before
         rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always",
                                  "-e", "nvidia_driver_module_signed=true")  # signed another way
-        assert rc == 0 and recap(out)["changed"] == 0, out[-3000:]
+        assert rc == 0 and recap(out, HOST)["changed"] == 0, out[-3000:]
     finally:
         host.check_output("rm -f /usr/local/bin/mokutil")
 
@@ -291,7 +274,7 @@ def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None
     # The "reboot": the fake nvidia-smi now reports the new driver. Nothing left to change.
     host.check_output(f"mkdir -p /etc/sglang-sim && echo '{json.dumps({'driver_version': NEWER})}' > {SMI_CONFIG}")
     rc, out, _seconds = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
-    assert rc == 0 and recap(out)["changed"] == 0, changed_tasks(out)
+    assert rc == 0 and recap(out, HOST)["changed"] == 0, changed_tasks(out)
     # Back to the inventory's version (a downgrade), with the "reboot" done up front.
     host.check_output(f"rm -f {SMI_CONFIG}")
     rc, out, _seconds = play(*DRIVER_ONLY)

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import testinfra.utils.ansible_runner
+from drill import run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-sys.path.insert(0, str(PROJECT / "molecule" / "resources"))
-from drill import run_playbook  # noqa: E402
 
 testinfra_hosts = ["sglang-multinode-a"]
 UNIT = "sglang-kimi.service"

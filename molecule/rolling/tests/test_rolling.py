@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
+from drill import run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-sys.path.insert(0, str(PROJECT / "molecule" / "resources"))
-from drill import run_playbook  # noqa: E402
 
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 testinfra_hosts = RUNNER.get_hosts("sglang_routers")  # tests run once; servers are reached by name
