@@ -58,7 +58,7 @@ unit: setup
 	pytest
 
 molecule: setup
-	molecule test --all
+	bash scripts/molecule-lanes.sh
 
 test: lint sanity collection ee unit molecule
 

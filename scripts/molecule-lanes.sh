@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs the Molecule scenarios in parallel lanes: the scenarios of one lane one after another, the lanes
+# side by side. Each scenario has its own containers, Docker network and Molecule state, and its drills
+# wait on observable state rather than on time, so a busier machine makes them slower, never different.
+# The lanes are balanced by the scenarios' measured wall times (docs/tests.md).
+#
+#   scripts/molecule-lanes.sh                      # the lanes below
+#   scripts/molecule-lanes.sh "default faults" rolling   # lanes given as arguments, one per word list
+#
+# Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
+# to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
+# non-zero when any scenario failed, and the summary names it and the tail of its log.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+if [[ $# -gt 0 ]]; then
+  lanes=("$@")
+else
+  lanes=("rolling install" "default faults multinode")
+fi
+logs=.cache/molecule-logs
+rm -rf "$logs" && mkdir -p "$logs"
+
+run_lane() {
+  local scenario start rc
+  for scenario in $1; do
+    start=$SECONDS
+    molecule test -s "$scenario" > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
+    rc=$?
+    echo "$scenario $rc $((SECONDS - start))" > "$logs/$scenario.status"
+    [[ $rc -eq 0 ]] || return "$rc"
+  done
+}
+
+pids=()
+for lane in "${lanes[@]}"; do
+  run_lane "$lane" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do
+  wait "$pid"
+done
+
+echo
+echo "Molecule lanes: scenario, exit status, wall seconds"
+failed=0
+for lane in "${lanes[@]}"; do
+  for scenario in $lane; do
+    if [[ -f $logs/$scenario.status ]]; then
+      read -r name rc seconds < "$logs/$scenario.status"
+      printf '  %-10s rc=%s  %ss\n' "$name" "$rc" "$seconds"
+      [[ $rc -eq 0 ]] || failed=1
+    else
+      printf '  %-10s not run (an earlier scenario of its lane failed)\n' "$scenario"
+    fi
+  done
+done
+if [[ $failed -ne 0 ]]; then
+  for status in "$logs"/*.status; do
+    read -r name rc _ < "$status"
+    [[ $rc -eq 0 ]] && continue
+    echo
+    echo "=== $name failed; the end of $logs/$name.log:"
+    tail -n 60 "$logs/$name.log"
+  done
+  exit 1
+fi
