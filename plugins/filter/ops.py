@@ -5,6 +5,8 @@ lines, apt."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -22,6 +24,9 @@ description:
   - C(sglang.deploy.status_table) prints status.yml's table.
   - C(sglang.deploy.probe_line) formats one check of the pre-restart probe.
   - C(sglang.deploy.apt_missing) keeps the C(name) or C(name=version) specs that package_facts does not show installed.
+  - C(sglang.deploy.files_to_copy) lists the files of a controller directory that a host lacks or holds with other
+    content, given what C(ansible.builtin.find) with C(get_checksum) found there; a wheelhouse is compared in one
+    module call instead of one per file.
 """
 
 EXAMPLES = r"""
@@ -141,7 +146,28 @@ def apt_missing(specs: Any, packages: Any) -> list[str]:
     return missing
 
 
+def _sha1(path: str) -> str:
+    digest = hashlib.sha1()  # what ansible.builtin.find's get_checksum reports
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files_to_copy(directory: Any, found: Any) -> list[str]:
+    """`dir | sglang.deploy.files_to_copy(find_result)`: paths of the files of the controller directory
+    `dir` that the host lacks, or holds with another checksum, in the directory `find` read."""
+    on_host = {os.path.basename(str(f.get("path"))): f.get("checksum") for f in (found or {}).get("files") or []}
+    try:
+        names = sorted(os.listdir(str(directory)))
+    except OSError as exc:
+        raise AnsibleFilterError(f"files_to_copy: {exc}") from exc
+    paths = [os.path.join(str(directory), name) for name in names]
+    return [path for path in paths if os.path.isfile(path) and on_host.get(os.path.basename(path)) != _sha1(path)]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"rollout_batches": rollout_batches, "metrics": metrics, "unit_properties": unit_properties,
-                "status_table": status_table, "probe_line": probe_line, "apt_missing": apt_missing}
+                "status_table": status_table, "probe_line": probe_line, "apt_missing": apt_missing,
+                "files_to_copy": files_to_copy}
