@@ -19,7 +19,8 @@ description:
     of C(sglang_version) in the directory given as its argument. It returns errors instead of raising, so a play
     can list every problem of a host.
   - C(sglang.deploy.exec_start) quotes an argument list for a systemd C(ExecStart=) line;
-    C(sglang.deploy.env_lines) writes the body of an C(EnvironmentFile=); C(sglang.deploy.flags) turns a
+    C(sglang.deploy.env_lines) writes the body of an C(EnvironmentFile=); C(sglang.deploy.unit_text) writes free
+    text on a unit line (C(%) escaped, control characters refused); C(sglang.deploy.flags) turns a
     mapping of flag to value into flag groups for a program without a catalog (sglang-router).
 positional: catalog_directory
 options:
@@ -102,6 +103,15 @@ def flags(mapping: Any, var: str = "extra_args") -> list[list[str]]:
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def unit_text(value: Any) -> str:
+    """`value | sglang.deploy.unit_text`: free text on a unit line (Description=), specifiers escaped."""
+    try:
+        return sglang_quote.unit_text(str(value))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"unit_text: {exc}") from exc
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"resolve": resolve, "exec_start": exec_start, "env_lines": env_lines, "flags": flags}
+        return {"resolve": resolve, "exec_start": exec_start, "env_lines": env_lines, "flags": flags,
+                "unit_text": unit_text}

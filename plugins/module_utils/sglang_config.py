@@ -28,7 +28,7 @@ from . import sglang_catalog as catalogs
 from . import sglang_settings as table
 from .sglang_quote import ENV_NAME_RE
 from .sglang_settings import NEEDS_DRAFT, SWITCH, Kind, Setting
-from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
+from .sglang_types import Problems, is_unset, to_bool, to_float, to_human_int, to_int
 
 Groups = list[list[str]]  # [[flag, *values], ...]: [flag] = bare flag, [flag, v] = one value
 
@@ -45,6 +45,15 @@ _FLAG_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # Options the deploy passes another way: secrets through the --config file it writes itself.
 _KEPT_OUT_OF_ARGV = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key",
                      "config": "the variables above (the deploy writes SGLang's --config file itself)"}
+# Any other option that carries a secret (ssl_keyfile_password, ...): argv is readable by every local user
+# (/proc/<pid>/cmdline), and the deploy has no variable that routes it through the secrets file yet.
+_SECRET_DEST_RE = re.compile(r"password|passwd|secret|credential|api_key$|auth_token$|private_key$")
+# argparse (Lib/argparse.py, _parse_optional) reads a word that starts with '-' as an option unless it
+# is a lone '-' or a negative number; SGLang's parser has no option that looks like a negative number.
+_NEGATIVE_NUMBER_RE = re.compile(r"^-\d+$|^-\d*\.\d+$")
+# Linux: one argv string is at most MAX_ARG_STRLEN = 32 pages = 131072 bytes with its NUL
+# (include/uapi/linux/binfmts.h); execve fails with E2BIG beyond it.
+MAX_ARG_STRLEN = 32 * 4096
 
 
 @dataclass
@@ -81,7 +90,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _checked(problems: Problems, name: str, value: Any, kind: Kind) -> Any:
+def checked(problems: Problems, name: str, value: Any, kind: Kind) -> Any:
     """Type a value; on failure record "<name>: <why>; allowed: <allowed>" and return None."""
     try:
         typed = kind.convert(value)
@@ -142,8 +151,8 @@ def _multinode(values: dict[str, Any], problems: Problems) -> dict[str, Any]:
         problems.error("sglang_multinode_group", f"{host} is not a member of group {group!r}; "
                        "allowed: a group this host is in")
         return alone
-    port = _checked(problems, "sglang_dist_init_port", spec.get("port"),
-                    Kind(to_int, "an integer from 1 to 65535", lambda x: 1 <= x <= 65535))
+    port = checked(problems, "sglang_dist_init_port", spec.get("port"),
+                   Kind(to_int, "an integer from 1 to 65535", lambda x: 1 <= x <= 65535))
     tp = values.get("sglang_tp_size")
     try:
         if len(members) > 1 and to_int(tp) % len(members):
@@ -191,7 +200,7 @@ def _typed_value(setting: Setting, run: _Run) -> Any:
         if setting.required:
             run.problems.error(run.name(str(setting.var)), f"is required; allowed: {setting.required}")
         return setting.default
-    return _checked(run.problems, run.name(str(setting.var)), raw, setting.kind)
+    return checked(run.problems, run.name(str(setting.var)), raw, setting.kind)
 
 
 def _groups(setting: Setting, value: Any) -> Groups:
@@ -290,9 +299,18 @@ def _extra_allowed(var: str, flag: str, option: dict[str, Any] | None, catalog: 
         p.error(var, f"would put {flag} on the command line, visible to every local user; "
                 f"allowed: {_KEPT_OUT_OF_ARGV[option['dest']]}")
         return False
+    if _SECRET_DEST_RE.search(option["dest"]):
+        p.error(var, f"would put {flag}, a secret, on the command line, visible to every local user; allowed: "
+                "leave it out (only sglang_api_key and sglang_admin_api_key are passed through the secrets file)")
+        return False
     if option["dest"] in taken:
         p.error(var, f"sets {option['flags'][0]}, which {taken[option['dest']]} already sets; "
                 "allowed: set it in one place")
+        return False
+    row = table.by_dest().get(option["dest"])
+    if row is not None and row.var:
+        p.error(var, f"sets {option['flags'][0]}, which has its own variable {row.var} (checked there, and "
+                "planned); allowed: set it in one place, through that variable")
         return False
     return True
 
@@ -335,6 +353,10 @@ def _extra_values(var: str, flag: str, option: dict[str, Any] | None, value: Any
     nargs = option.get("nargs") if option else None
     if action in ("append", "extend") and nargs in (None, "?"):
         return [[flag, format_value(item)] for item in value]
+    if (nargs == "+" and not value) or (isinstance(nargs, int) and len(value) != nargs):
+        p.error(var, f"{flag} takes {'at least one value' if nargs == '+' else f'{nargs} values'}, got "
+                f"{len(value)}; allowed: a list of {'one or more' if nargs == '+' else nargs} values")
+        return []
     if nargs in ("+", "*") or isinstance(nargs, int):
         return [[flag, *(format_value(item) for item in value)]]
     p.error(var, f"{flag} takes one value, got a list; allowed: a single value")
@@ -363,13 +385,24 @@ def _unknown_flag(var: str, flag: str, catalog: catalogs.Catalog, p: Problems) -
 
 
 def _check_value(var: str, flag: str, option: dict[str, Any], value: str, version: str, p: Problems) -> None:
+    if value.startswith("-") and value != "-" and not _NEGATIVE_NUMBER_RE.match(value):
+        p.error(var, f"{value!r} starts with '-', so SGLang's argument parser would read it as an option and "
+                f"stop with '{flag}: expected one argument'; allowed: a value that does not start with '-'")
+        return
+    if len(value.encode("utf-8", "surrogatepass")) >= MAX_ARG_STRLEN:
+        p.error(var, f"its value for {flag} is {len(value.encode('utf-8', 'surrogatepass'))} bytes, and Linux refuses "
+                f"to start a program with an argument of {MAX_ARG_STRLEN} bytes or more (MAX_ARG_STRLEN); "
+                "allowed: a shorter value")
+        return
     kind = option.get("type") or "str"
-    converter = {"int": to_int, "float": to_float}.get(kind)
+    converter = {"int": to_int, "float": to_float, "human_readable_int": to_human_int}.get(kind)
     if converter is not None:
         try:
             converter(value)
         except ValueError as exc:
-            p.error(var, "{} for {}; allowed: {}".format(exc, flag, "an integer" if kind == "int" else "a number"))
+            allowed = {"int": "an integer", "float": "a number",
+                       "human_readable_int": "an integer, or one with a suffix k, M, G, T, Ki, Mi, Gi, Ti"}[kind]
+            p.error(var, f"{exc} for {flag}; allowed: {allowed}")
             return
     choices = option.get("choices")
     if choices and value not in [str(c) for c in choices]:

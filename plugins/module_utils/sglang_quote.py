@@ -43,3 +43,12 @@ def env_file_lines(env: dict[str, str]) -> str:
         escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace("`", "\\`")
         lines.append(f'{name}="{escaped}"')
     return "\n".join(lines)
+
+
+def unit_text(text: str) -> str:
+    """Free text on one unit line (Description=): `%` -> `%%` (specifiers); a control character, which
+    would end the line or make systemd refuse the unit, raises ValueError."""
+    bad = [char for char in text if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F]
+    if bad:
+        raise ValueError(f"{text!r} contains the control character {bad[0]!r}")
+    return text.replace("%", "%%")

@@ -14,6 +14,7 @@ Adding a plain setting: one row here, plus the variable's default and argument s
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,10 +39,21 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _address(value: Any) -> str:
-    if re.search(r"\s", str(value)) or not str(value):
-        raise ValueError(f"{value!r} is not an address")
-    return str(value)
+_HOST_NAME_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                           r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+def bind_address(value: Any) -> str:
+    """An IPv4 or IPv6 address, or a host name (RFC 1123 labels); what uvicorn can bind."""
+    text = str(value)
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        pass
+    if not _HOST_NAME_RE.match(text) or re.match(r"^[0-9.]+$", text):
+        raise ValueError(f"{value!r} is not an address to bind")
+    return text
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
@@ -93,7 +105,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("--served-model-name", "sglang_served_model_name"),
     Setting("--tp-size", "sglang_tp_size", Kind(to_int, "an integer >= 1 (GPUs per server)", lambda x: x >= 1),
             plan="tp_size", default=1),
-    Setting("--host", "sglang_host", Kind(_address, "an IP address or host name to bind"),
+    Setting("--host", "sglang_host", Kind(bind_address, "an IPv4 or IPv6 address, or a host name, to bind"),
             required="an IP address or host name to bind"),
     Setting("--port", "sglang_port", PORT, required="an integer from 1 to 65535"),
     Setting("--mem-fraction-static", "sglang_mem_fraction_static",
@@ -104,11 +116,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("--dist-init-addr", "sglang_dist_init_port", emit="derived"),
     Setting("--enable-hierarchical-cache", _HICACHE, SWITCH, plan="hicache_enabled", default=False, emit="switch"),
     Setting("--hicache-ratio", "sglang_hicache_ratio",
-            Kind(to_float, "a number above 1.0 (host pool = ratio x GPU KV pool; a pool no bigger than the GPU "
-                 "pool only duplicates it)", lambda x: x > 1.0),
+            Kind(to_float, "a number above 1.0 and at most 1000 (host pool = ratio x GPU KV pool; a pool no "
+                 "bigger than the GPU pool only duplicates it)", lambda x: 1.0 < x <= 1000.0),
             alias="hicache_ratio", plan="hicache_ratio", needs=_HICACHE),
     Setting("--hicache-size", "sglang_hicache_size",
-            Kind(to_int, "a whole number of GB per TP rank, >= 0 (0 = use the ratio)", lambda x: x >= 0),
+            Kind(to_int, "a whole number of GB per TP rank, 0 to 1048576 (0 = use the ratio)",
+                 lambda x: 0 <= x <= 1 << 20),
             alias="hicache_size", plan="hicache_size_gb", needs=_HICACHE, emit="nonzero"),
     Setting("--hicache-write-policy", "sglang_hicache_write_policy", alias="hicache_write_policy", needs=_HICACHE),
     Setting("--hicache-io-backend", "sglang_hicache_io_backend", alias="hicache_io_backend", needs=_HICACHE),

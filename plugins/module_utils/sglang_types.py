@@ -51,9 +51,11 @@ def to_int(value: Any) -> int:
 def to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number")
+    if isinstance(value, str) and "_" in value:  # Python reads "1_5" as 15.0; nobody means that
+        raise ValueError(f"{value!r} is not a number")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{value!r} is not a number") from None
     if math.isnan(number) or math.isinf(number):
         raise ValueError(f"{value!r} is not a finite number")

@@ -202,6 +202,15 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     (["-e", '{"sglang_speculative_draft_model_path": null}'], "sglang_speculative_draft_model_path"),
     (["-e", '{"sglang_extra_args": {"cuda-graph-max-bs": 8}}'], "sglang_extra_args['cuda-graph-max-bs']"),
     (["-e", "hicache_size=300"], "hicache_size"),  # the capacity plan: 8 ranks x 300 GB on 440 GB
+    # The variable check of every role (playbooks/check.yml), before any role runs:
+    (["-e", '{"sglang_served_model_name": "kimi)\\n[Service]\\nExecStartPre=+/bin/touch /root/pwned\\n#"}'],
+     "sglang_served_model_name"),
+    (["-e", "sglang_service_hardening=Strict"], "sglang_service_hardening"),
+    (["-e", "hicache_raito=3.0"], "hicache_raito"),
+    (["-e", "__sglang_service_restart_decided=true"], "__sglang_service_restart_decided"),
+    (["-e", "sglang_rolling_serial=0"], "sglang_rolling_serial"),
+    (["-e", "sglang_port=80"], "sglang_port"),
+    (["-e", '{"sglang_extra_args": {"ssl-keyfile-password": "s3cret"}}'], "sglang_extra_args['ssl-keyfile-password']"),
 ])
 def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str], variable: str) -> None:
     digest, before = files_digest(host), show(host, "InvocationID", "MainPID")

@@ -186,3 +186,19 @@ def test_probe_refuses_an_interpreter_the_service_user_cannot_execute(host: Any)
     bin_dir = "/opt/sglang/0.5.23/venv/bin"
     probe_drill(host, f"chmod 0700 {bin_dir}", f"chmod 0755 {bin_dir}",
                 f"Failed to execute {bin_dir}/python: Permission denied", "--tags", "service")
+
+
+def test_a_failing_pre_restart_hook_leaves_the_server_untouched(host: Any, tmp_path: Path) -> None:
+    """A hook that fails before the files are written stops the rollout at this host without a rollback:
+    no file changed, the same invocation serves, nothing restarted (issue 11, class 7)."""
+    hook = tmp_path / "failing-hook.yml"
+    hook.write_text("---\n- name: A pre-restart hook that fails\n  ansible.builtin.fail:\n"
+                    "    msg: the load balancer refused the drain\n")
+    before = host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID", "NRestarts")
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=3.3",
+                                     "-e", json.dumps({"sglang_service_pre_restart_hooks": [str(hook)]}))
+    assert rc != 0
+    assert "ROLLOUT STOPPED at sglang-molecule-faults before its files changed" in out, out[-3000:]
+    assert "the load balancer refused the drain" in out and "rolled back" not in out
+    assert (host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID", "NRestarts")) == before
+    assert serving(host)

@@ -1,0 +1,360 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Check every variable a user gives, for every role, before any play changes a host.
+
+The roles are entered through ``tasks_from`` (deploy, render, plan), where Ansible never validates
+their argument specs; this module does, for all of them at once, and adds what an argument spec
+cannot say: ranges, characters that would break a unit, environment or config line, paths systemd
+reads, names it refuses, conditions that would only fail when the server starts, typos of our
+variable names, and internal switches set from outside.
+
+``check(given, names, specs)``: ``given`` maps each variable the user set (inventory or ``-e``) to
+its value, ``names`` is every variable name the host has (for typos), ``specs`` maps role name to
+the ``options`` of its ``main`` entry point. Returns refusals, each "<variable>: <why>; allowed: ...".
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import re
+import unicodedata
+from typing import Any
+
+from .sglang_config import checked
+from .sglang_settings import SETTINGS, Kind, bind_address
+from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
+
+# The short -e names of the settings table, and the variables each one stands for.
+ALIASES = {s.alias: s.var for s in SETTINGS if s.alias and s.var}
+# The settings table's variables: typed and ranged by their row, as the resolve step does.
+ROWS: dict[str, Kind] = {s.var: s.kind for s in SETTINGS if s.var and s.emit != "derived"}
+# Variables that are ours but in no role's argument spec: the play-level ones, and the fact the
+# resolve step publishes.
+PLAY_VARIABLES = {
+    "sglang_rolling_serial": "a count >= 1 or a percentage such as 25%",
+    "sglang_config": "",  # the published fact (roles/sglang_config)
+}
+PREFIXES = ("sglang_", "nvidia_driver_")
+INTERNAL = re.compile(r"^__(sglang|nvidia|render)")
+
+# Numbers: (minimum, maximum, what is allowed). An int option not listed must be >= 1. The SGLang
+# settings' own ranges are their rows' in the settings table (sglang_settings), checked from there.
+RANGES: dict[str, tuple[float, float, str]] = {
+    "sglang_dist_init_port": (1, 65535, "an integer from 1 to 65535"),
+    "sglang_router_port": (1, 65535, "an integer from 1 to 65535"),
+    "sglang_router_prometheus_port": (1, 65535, "an integer from 1 to 65535"),
+    "sglang_host_memory_available_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
+    "sglang_model_weight_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
+    "sglang_draft_weight_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
+    "sglang_service_restart_sec": (0, 86400, "whole seconds from 0 to 86400"),
+    "sglang_ready_timeout": (60, 7 * 86400, "whole seconds from 60 to 604800 (a model load takes minutes)"),
+    "sglang_service_probe_timeout": (30, 86400, "whole seconds from 30 to 86400"),
+    "sglang_service_probe_nccl_timeout": (5, 86400, "whole seconds from 5 to 86400"),
+}
+_EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb", "sglang_model_weight_gb", "sglang_draft_weight_gb"}
+_INT_DEFAULT = (1, float(1 << 31), "an integer from 1 to 2147483648")
+_FLOAT_DEFAULT = (-1e12, 1e12, "a finite number")
+
+# Paths systemd reads from the unit (WorkingDirectory=, EnvironmentFile=, ReadWritePaths=, ...) or
+# the roles create on the host: absolute, and no blank (a separator in ReadWritePaths=), '%'
+# (a systemd specifier), quote or backslash.
+UNIT_PATHS = {
+    "sglang_home", "sglang_venv_dir", "sglang_model_path", "sglang_speculative_draft_model_path",
+    "sglang_service_unit_dir", "sglang_service_config_dir", "sglang_service_rollback_dir",
+    "sglang_service_read_write_paths", "sglang_stack_wheelhouse_dir", "sglang_stack_uv_dir", "sglang_stack_python",
+    "sglang_stack_python_install_dir", "sglang_router_venv_dir", "sglang_router_config_dir",
+    "sglang_router_wheelhouse_dir", "sglang_weights_state_dir", "sglang_weights_hf_venv",
+    "sglang_weights_hf_token_file", "nvidia_driver_proc_dir", "nvidia_driver_mok_keys",
+}
+_PATH_RE = re.compile(r"^/[^\s%\"'\\]*$")
+# useradd's default NAME_REGEX (Debian adduser.conf), which User=/Group= also accept.
+USER_NAMES = {"sglang_user", "sglang_group", "sglang_router_user"}
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+BIND_ADDRESSES = {"sglang_router_host"}  # sglang_host: its row in the settings table
+_SERIAL_RE = re.compile(r"^([1-9][0-9]*)%?$")
+# Lists whose every item must match (sglang_service's unit lines): a DeviceAllow= value, a unit name.
+PATTERNS = {
+    "sglang_service_device_allow_extra": (
+        re.compile(r"^(/dev/[A-Za-z0-9_./:+-]+|(char|block)-[A-Za-z0-9_.*?/+-]+)( [rwm]{1,3})?$"),
+        'a DeviceAllow= value: "/dev/<node> rw" or "char-<group from /proc/devices> rw" (access r, w, m)'),
+    "sglang_service_requires": (re.compile(r"^[A-Za-z0-9@_.:-]+\.(service|target|mount|socket|path|device)$"),
+                                "a unit name such as nvidia-device-nodes.service"),
+}
+# The load phases of the readiness waiter (plugins/modules/sglang_ready.py) and their stall bounds.
+STALL_PHASES = ("starting", "distributed_init", "loading_weights", "kv_cache", "cuda_graphs", "host_kv_pool",
+                "warmup")
+# Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
+HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_hooks"}
+# Model config files read on the controller for the capacity plan.
+JSON_FILES = {"sglang_model_config_file", "sglang_draft_config_file"}
+
+
+def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Variable -> (role, option) for every option of every role's main entry point."""
+    return {name: (role, option or {}) for role, options in specs.items() for name, option in (options or {}).items()}
+
+
+def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, Any]]) -> list[str]:
+    """The refusals for one host's variables (see the module docstring)."""
+    known = known_names(specs)
+    errors: list[str] = []
+    errors += _names(names, given, known)
+    for name in sorted(given):
+        value = given[name]
+        option = known.get(ALIASES.get(name, name), (None, None))[1]
+        errors += _characters(name, value)
+        if option is not None and not errors_about(errors, name):
+            errors += _option(name, ALIASES.get(name, name), value, option)
+        if ALIASES.get(name, name) in ROWS and not errors_about(errors, name) and not is_unset(value):
+            errors += _row(name, value)
+    errors += _cross(given, known)
+    return errors
+
+
+def errors_about(errors: list[str], name: str) -> bool:
+    return any(e.startswith(name + ":") or e.startswith(name + "[") for e in errors)
+
+
+# --- names -------------------------------------------------------------------------------------
+
+def _names(names: list[str], given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    ours = sorted({*known, *ALIASES, *PLAY_VARIABLES})
+    errors = []
+    for name in sorted(set(names) | set(given)):
+        if INTERNAL.match(name) and name in given:
+            errors.append(f"{name}: is internal to the roles and cannot be set from outside; allowed: the documented "
+                          "variables (README, roles/*/README.md)")
+            continue
+        if name in ours or name.startswith("ansible_"):
+            continue
+        normal = name.lower().replace("-", "_").strip("_")
+        close = [normal] if normal in ours else difflib.get_close_matches(normal, ours, n=2, cutoff=0.85)
+        if name.startswith(PREFIXES) or close:
+            hint = f"did you mean {' or '.join(close)}?" if close else "a variable the roles document"
+            errors.append(f"{name}: is not a variable of sglang-deploy and would be ignored; allowed: {hint}")
+    return errors
+
+
+# --- one value -------------------------------------------------------------------------------
+
+def _characters(name: str, value: Any, path: str = "") -> list[str]:
+    """Any text that reaches a unit, environment or config file must be one line of printable text."""
+    where = name + path
+    if isinstance(value, str):
+        for index, char in enumerate(value):
+            if unicodedata.category(char) == "Cc":
+                return [f"{where}: contains the control character {char!r} at position {index} (a newline would "
+                        "start a new line of the unit or file); allowed: one line of printable text"]
+        return []
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            found += _characters(name, key, f"{path}[key {key!r}]") if isinstance(key, str) else []
+            found += _characters(name, item, f"{path}[{key!r}]")
+        return found
+    if isinstance(value, list):
+        return [e for index, item in enumerate(value) for e in _characters(name, item, f"{path}[{index}]")]
+    return []
+
+
+def _option(name: str, var: str, value: Any, option: dict[str, Any]) -> list[str]:
+    """One value against its argument spec (type, choices), its range, and the rules of its variable."""
+    kind = option.get("type") or "str"
+    if value is None or (value == "" and kind != "str"):
+        if value == "" and name in ALIASES:
+            return [f"{name}: is given empty; allowed: {ROWS[var].allowed if var in ROWS else 'a value'}, or leave "
+                    "it out"]
+        return []
+    try:
+        typed = _typed(value, kind, option)
+    except ValueError as exc:
+        return [f"{name}: {exc}"]
+    errors = []
+    choices = option.get("choices")
+    if choices and typed not in choices:
+        near = [c for c in choices if str(c).lower() == str(typed).lower()]
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        errors.append(f"{name}: {typed!r} is not one of the choices{hint}; allowed: {', '.join(map(str, choices))}")
+    if kind in ("int", "float") and var not in ROWS:
+        errors += _range(name, var, typed, kind)
+    return errors + [f"{name}{problem}" for rule in _RULES for problem in rule(var, typed)]
+
+
+def _paths(var: str, typed: Any) -> list[str]:
+    if var not in UNIT_PATHS:
+        return []
+    return [f": {item!r} is not a plain absolute path; allowed: an absolute path without blanks, '%', quotes or "
+            "backslashes (systemd reads it from the unit)"
+            for item in (typed if isinstance(typed, list) else [typed]) if item != "" and not _PATH_RE.match(str(item))]
+
+
+def _names_of_users(var: str, typed: Any) -> list[str]:
+    if var not in USER_NAMES or _USER_RE.match(str(typed)):
+        return []
+    return [f": {typed!r} is not a user or group name; allowed: lower-case letters, digits, '_' and '-', starting "
+            "with a letter or '_', at most 32 characters"]
+
+
+def _patterns(var: str, typed: Any) -> list[str]:
+    if var not in PATTERNS:
+        return []
+    pattern, allowed = PATTERNS[var]
+    return [f": {item!r} does not fit; allowed: {allowed}" for item in typed if not pattern.match(str(item))]
+
+
+def _files(var: str, typed: Any) -> list[str]:
+    if var in HOOK_FILES:
+        return [f": {item!r} is not an existing task file; allowed: the absolute path of a task file on the "
+                "controller" for item in typed if not (str(item).startswith("/") and os.path.isfile(item))]
+    if var in JSON_FILES and typed:
+        return _json_file(str(typed))
+    return []
+
+
+def _addresses(var: str, typed: Any) -> list[str]:
+    if var not in BIND_ADDRESSES or _bind_address(str(typed)):
+        return []
+    return [f": {typed!r} is not an address to bind; allowed: an IPv4 or IPv6 address, or a host name"]
+
+
+def _stalls(var: str, typed: Any) -> list[str]:
+    return _stall_timeouts(typed) if var == "sglang_service_stall_timeouts" else []
+
+
+def _row(name: str, value: Any) -> list[str]:
+    """A setting of the table, typed and ranged by its row, named as the resolve step names it."""
+    var = ALIASES.get(name, name)
+    problems = Problems()
+    checked(problems, f"{name} (overrides {var})" if name in ALIASES else name, value, ROWS[var])
+    return problems.errors
+
+
+def _as_text(value: Any, _option: dict[str, Any]) -> str:
+    if isinstance(value, (dict, list, bool)):
+        raise ValueError(f"is a {type(value).__name__}; allowed: a string")
+    return str(value)
+
+
+def _as_bool(value: Any, _option: dict[str, Any]) -> bool:
+    try:
+        return to_bool(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a boolean; allowed: true or false") from None
+
+
+def _as_number(kind: str) -> Any:
+    def convert(value: Any, _option: dict[str, Any]) -> Any:
+        what = "an integer" if kind == "int" else "a finite number"
+        try:
+            return (to_int if kind == "int" else to_float)(value)
+        except (ValueError, OverflowError):
+            raise ValueError(f"{value!r} is not {what}; allowed: {what}") from None
+    return convert
+
+
+def _as_list(value: Any, option: dict[str, Any]) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"is a {type(value).__name__}, not a list; allowed: a list (with -e, give JSON: "
+                         "-e '{\"name\": [...]}')")
+    for index, item in enumerate(value):
+        if option.get("elements") == "str" and (isinstance(item, (dict, list, bool)) or item is None):
+            raise ValueError(f"item {index} is a {type(item).__name__}; allowed: a list of strings")
+    return value
+
+
+def _as_dict(value: Any, _option: dict[str, Any]) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"is a {type(value).__name__}, not a mapping; allowed: a mapping (with -e, give JSON: "
+                         "-e '{\"name\": {...}}')")
+    return value
+
+
+_TYPES = {"str": _as_text, "path": _as_text, "bool": _as_bool, "int": _as_number("int"),
+          "float": _as_number("float"), "list": _as_list, "dict": _as_dict}
+
+
+def _typed(value: Any, kind: str, option: dict[str, Any]) -> Any:
+    convert = _TYPES.get(kind)
+    return convert(value, option) if convert else value
+
+
+def _range(name: str, var: str, number: float, kind: str) -> list[str]:
+    low, high, allowed = RANGES.get(var, _INT_DEFAULT if kind == "int" else _FLOAT_DEFAULT)
+    too_low = number <= low if var in _EXCLUSIVE_MINIMUM else number < low
+    too_high = number > high
+    if too_low or too_high or (isinstance(number, float) and not math.isfinite(number)):
+        return [f"{name}: {number!r} is out of range; allowed: {allowed}"]
+    return []
+
+
+def _stall_timeouts(bounds: dict[Any, Any]) -> list[str]:
+    errors = []
+    for phase, seconds in bounds.items():
+        if phase not in STALL_PHASES:
+            errors.append(f": {phase!r} is not a load phase; allowed: {', '.join(STALL_PHASES)}")
+            continue
+        try:
+            whole = to_int(seconds)
+        except ValueError:
+            whole = 0
+        if whole < 1:
+            errors.append(f"[{phase!r}]: {seconds!r} is not a whole number of seconds >= 1; allowed: seconds")
+    return errors
+
+
+def _json_file(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return [f": {path!r} cannot be read as JSON ({exc}); allowed: the model's config.json, copied to the "
+                "controller"]
+    if not isinstance(data, dict):
+        return [f": {path!r} holds a {type(data).__name__}, not a JSON object; allowed: the model's config.json"]
+    return []
+
+
+def _bind_address(text: str) -> bool:
+    try:
+        bind_address(text)
+        return True
+    except ValueError:
+        return False
+
+
+# --- across variables ----------------------------------------------------------------------
+
+def _effective(given: dict[str, Any], known: dict[str, Any], name: str) -> Any:
+    if name in given:
+        return given[name]
+    option = known.get(name, (None, {}))[1]
+    return option.get("default")
+
+
+def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """Conditions that would otherwise fail only when the server or the rollout starts."""
+    errors = []
+    try:
+        port = to_int(_effective(given, known, "sglang_port"))
+    except (ValueError, TypeError):
+        port = 1024
+    user = str(_effective(given, known, "sglang_user"))
+    hardening = str(_effective(given, known, "sglang_service_hardening"))
+    if port < 1024 and (user != "root" or hardening == "strict"):
+        errors.append(f"sglang_port: {port} is a privileged port, which the server (user {user}, hardening "
+                      f"{hardening}, no capabilities) cannot bind; allowed: a port from 1024 to 65535")
+    if "sglang_rolling_serial" in given:
+        serial = str(given["sglang_rolling_serial"]).strip()
+        match = _SERIAL_RE.match(serial)
+        if not match or (serial.endswith("%") and int(match.group(1)) > 100):
+            errors.append(f"sglang_rolling_serial: {serial!r} is not a batch size; allowed: "
+                          f"{PLAY_VARIABLES['sglang_rolling_serial']} (at most 100%)")
+    return errors
+
+
+# The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
+_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _stalls)

@@ -1,0 +1,313 @@
+"""The adversarial input matrix: named bad inputs, each refused by render.yml, plan.yml and
+deploy.yml --check with a message that names the variable and what is allowed, before any file is
+written and before any host is contacted.
+
+All cases run in one playbook run per playbook: each case is one host of a generated inventory (the
+example inventory's variables, plus the case's own in host_vars), so a run of 120 hosts costs about
+one of a few seconds each. A case whose host is contacted, whose files are written, or whose refusal
+names another variable fails.
+
+Classes (issue 11): 1 unit-file injection, 2 role variables outside the resolve step, 3 values the
+real parser rejects, 4 failures that would wait for the start, 5 typos and silent no-ops, 6 Python
+errors instead of messages, 7 rollout settings checked late, 8 secrets on argv, 9 internal switches
+from outside, 10 settings through the sglang_extra_args back door.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+from helpers import ROOT
+
+MODEL = str(ROOT / "molecule/resources/models/kimi-k2.5/config.json")
+
+
+class Case(NamedTuple):
+    klass: int
+    name: str
+    variables: dict[str, Any]
+    variable: str          # the variable the refusal must start with
+
+
+Add = Callable[..., None]
+
+
+def _class1(add: Add) -> None:
+    """Unit-file injection: a control character in anything that reaches a unit, env or config line."""
+    attack = "kimi)\n[Service]\nExecStartPre=+/bin/touch /root/pwned\n#"
+    add(1, "served-name-newline-section", {"sglang_served_model_name": attack})
+    for char, label in (("\r", "cr"), ("\x00", "nul"), ("\x1b", "esc"), ("\x7f", "del"), ("\t", "tab"),
+                        ("\x85", "c1-nel")):
+        add(1, f"served-name-{label}", {"sglang_served_model_name": f"kimi{char}x"})
+    add(1, "model-path-newline", {"sglang_model_path": "/models/k\nExecStartPre=/bin/true"})
+    add(1, "home-newline", {"sglang_home": "/var/lib/sglang\nUser=root"})
+    add(1, "venv-newline", {"sglang_venv_dir": "/opt/v\nUser=root"})
+    add(1, "config-dir-newline", {"sglang_service_config_dir": "/etc/sglang\n[Service]"})
+    add(1, "read-write-path-newline", {"sglang_service_read_write_paths": ["/data\nUser=root"]})
+    add(1, "device-allow-newline", {"sglang_service_device_allow_extra": ["/dev/fuse rw\nDevicePolicy=auto"]})
+    add(1, "requires-newline", {"sglang_service_requires": ["a.service\nUser=root"]})
+    add(1, "env-value-newline", {"sglang_env": {"NCCL_DEBUG": "WARN\nLD_PRELOAD=/tmp/x.so"}})
+    add(1, "env-key-newline", {"sglang_env": {"A\nB": "1"}})
+    add(1, "extra-arg-value-newline", {"sglang_extra_args": {"context-length": "1\n2"}})
+    add(1, "api-key-newline", {"sglang_api_key": "abc\ndef"})
+    add(1, "user-newline", {"sglang_user": "sglang\nUser=root"})
+    add(1, "group-nul", {"sglang_group": "sglang\x00"})
+    add(1, "smoke-prompt-newline", {"sglang_service_smoke_prompt": "a\nb"})
+    add(1, "health-path-newline", {"sglang_service_health_path": "/health\n"})
+    add(1, "router-extra-newline", {"sglang_router_extra_args": {"log-level": "info\nx"}})
+    add(1, "hf-token-newline", {"sglang_weights_hf_token": "hf_x\ny"})
+    add(1, "driver-version-newline", {"nvidia_driver_version": "580.95.05\nPin: release *"})
+    add(1, "stall-key-newline", {"sglang_service_stall_timeouts": {"starting\n": 300}})
+    add(1, "instance-newline", {"sglang_instance": "kimi\nx"})
+
+
+def _class2(add: Add) -> None:
+    """Role variables the resolve step does not read, checked against their role's argument spec."""
+    for name, value in (("sglang_service_hardening", "Strict"), ("sglang_service_hardening", ""),
+                        ("nvidia_driver_reboot_policy", "Auto"), ("sglang_stack_prerelease", "yes"),
+                        ("sglang_weights_mode", "Download"), ("sglang_router_policy", "rr"),
+                        ("sglang_config_plan", "always")):
+        add(2, f"choice-{name}-{value or 'empty'}", {name: value})
+    for name, value in (("sglang_service_drain_timeout", "abc"), ("sglang_service_drain_timeout", 0),
+                        ("sglang_service_drain_timeout", -5), ("sglang_service_restart_sec", -1),
+                        ("sglang_service_start_limit_burst", 0), ("sglang_service_limit_nofile", "many"),
+                        ("sglang_service_poll_interval", 0), ("sglang_service_probe_timeout", 10),
+                        ("sglang_service_probe_alloc_mib", 0), ("nvidia_driver_reboot_timeout", 0),
+                        ("sglang_stack_install_timeout", -1), ("sglang_weights_download_poll", 0),
+                        ("sglang_service_smoke_max_tokens", 0), ("sglang_router_start_timeout", "1m"),
+                        ("sglang_service_unpin_margin", 1.5)):
+        add(2, f"number-{name}-{value}", {name: value})
+    for name, value in (("sglang_service_read_write_paths", "/data"), ("sglang_service_requires", "a.service"),
+                        ("nvidia_driver_packages", "nvidia-open"), ("sglang_service_stall_timeouts", [300]),
+                        ("sglang_router_extra_args", "--x"), ("sglang_service_probe", "maybe"),
+                        ("nvidia_driver_persistence_mode", "sometimes"), ("sglang_service_device_allow_extra", {})):
+        add(2, f"type-{name}", {name: value})
+    add(2, "path-relative-home", {"sglang_home": "var/lib/sglang"})
+    add(2, "path-blank", {"sglang_service_read_write_paths": ["/data/my models"]})
+    add(2, "path-specifier", {"sglang_service_config_dir": "/etc/%n"})
+    add(2, "path-quote", {"sglang_venv_dir": '/opt/"v"'})
+    add(2, "user-name", {"sglang_user": "Bad User"})
+
+
+def _class3(add: Add) -> None:
+    """Values SGLang's argparse rejects at start."""
+    add(3, "served-name-option", {"sglang_served_model_name": "--api-key=x"})
+    add(3, "served-name-dash", {"sglang_served_model_name": "-k"})
+    add(3, "kv-dtype-option", {"sglang_kv_cache_dtype": "--fp8"})
+    add(3, "extra-value-option", {"sglang_extra_args": {"attention-backend": "--triton"}},
+        "sglang_extra_args['attention-backend']")
+    add(3, "extra-empty-nargs-plus", {"sglang_extra_args": {"cuda-graph-bs-decode": []}},
+        "sglang_extra_args['cuda-graph-bs-decode']")
+    add(3, "extra-switch-given-word", {"sglang_extra_args": {"trust-remote-code": "maybe"}},
+        "sglang_extra_args['trust-remote-code']")
+    add(3, "extra-value-flag-true", {"sglang_extra_args": {"context-length": True}},
+        "sglang_extra_args['context-length']")
+    add(3, "extra-list-for-one", {"sglang_extra_args": {"context-length": [1, 2]}},
+        "sglang_extra_args['context-length']")
+    add(3, "extra-int-word", {"sglang_extra_args": {"max-running-requests": "48k"}},
+        "sglang_extra_args['max-running-requests']")
+    add(3, "extra-human-int-word", {"sglang_extra_args": {"context-length": "lots"}},
+        "sglang_extra_args['context-length']")
+
+
+def _class4(add: Add) -> None:
+    """Conditions that would only fail when the server starts."""
+    for port in (80, 1023):
+        add(4, f"privileged-port-{port}", {"sglang_port": port})
+    add(4, "port-zero", {"sglang_port": 0})
+    add(4, "port-too-big", {"sglang_port": 70000})
+    add(4, "bind-not-address", {"sglang_host": "not/an/address"})
+    add(4, "bind-blank", {"sglang_host": "0.0.0.0 1.2.3.4"})
+    add(4, "bind-bad-ip", {"sglang_host": "300.1.1.1"})
+    add(4, "router-bind", {"sglang_router_host": "a b"})
+    add(4, "ready-zero", {"sglang_ready_timeout": 0})
+    add(4, "ready-too-short", {"sglang_ready_timeout": 30})
+    add(4, "argv-word-too-long", {"sglang_extra_args": {"chat-template": "x" * 140000}},
+        "sglang_extra_args['chat-template']")
+
+
+def _class5(add: Add) -> None:
+    """Typos and silent no-ops."""
+    for name in ("hicache_raito", "sglang_hicache_raito", "hicache-ratio", "sglang_hicahce_ratio",
+                 "sglang_tp_szie", "sglang_servce_hardening", "nvidia_driver_versoin", "hicache_sise",
+                 "sglang_unknown_thing", "HICACHE_RATIO"):
+        add(5, f"typo-{name}", {name: "3.0"})
+    add(5, "alias-empty", {"hicache_ratio": ""})
+    add(5, "underscore-number", {"hicache_ratio": "1_5"})
+    add(5, "ratio-not-above-one", {"hicache_ratio": "1.0"})
+
+
+def _class6(add: Add) -> None:
+    """Inputs that used to surface as Python errors."""
+    for value in ("1e308", "inf", "nan", "-inf"):
+        add(6, f"ratio-{value}", {"hicache_ratio": value})
+    add(6, "memory-inf", {"sglang_host_memory_available_gb": "inf"})
+    add(6, "weights-negative", {"sglang_model_weight_gb": -1})
+    add(6, "mem-fraction-above-one", {"sglang_mem_fraction_static": 1.5})
+    add(6, "model-config-not-json", {"sglang_model_config_file": str(ROOT / "README.md")})
+    add(6, "model-config-missing", {"sglang_model_config_file": "/nonexistent/config.json"})
+    add(6, "model-config-list", {"sglang_model_config_file": "@LIST_JSON@"})
+    add(6, "api-key-list", {"sglang_api_key": ["a"]})
+    add(6, "tp-size-word", {"sglang_tp_size": "eight"})
+
+
+def _class7(add: Add) -> None:
+    """Rollout settings that used to be refused only when the rollout began."""
+    for value in ("0", "abc", "150%", "-1"):
+        add(7, f"serial-{value}", {"sglang_rolling_serial": value})
+    add(7, "hook-missing", {"sglang_service_pre_restart_hooks": ["/nonexistent/hook.yml"]})
+    add(7, "hook-relative", {"sglang_service_post_restart_hooks": ["hooks/record.yml"]})
+
+
+def _class8(add: Add) -> None:
+    """Secrets on the command line."""
+    for flag in ("ssl-keyfile-password", "api-key", "admin-api-key", "config"):
+        add(8, f"secret-{flag}", {"sglang_extra_args": {flag: "s3cret"}}, f"sglang_extra_args['{flag}']")
+
+
+def _class9(add: Add) -> None:
+    """Internal switches given from outside."""
+    for name in ("__sglang_service_must_restart", "__sglang_config_variable_errors",
+                 "__sglang_service_restart_decided", "__nvidia_driver_reboot_needed"):
+        add(9, f"internal-{name}", {name: False})
+
+
+def _class10(add: Add) -> None:
+    """Named settings through the sglang_extra_args back door."""
+    for flag, value in (("hicache-ratio", 0.5), ("enable-hierarchical-cache", True), ("tp-size", 4),
+                        ("speculative-algorithm", "NGRAM"), ("mem-fraction-static", 0.99), ("port", 80),
+                        ("nnodes", 2)):
+        add(10, f"backdoor-{flag}", {"sglang_extra_args": {flag: value}}, f"sglang_extra_args['{flag}']")
+
+
+def _cases() -> list[Case]:
+    c: list[Case] = []
+
+    def add(klass: int, name: str, variables: dict[str, Any], variable: str | None = None) -> None:
+        c.append(Case(klass, name, variables, variable or next(iter(variables))))
+
+    for klass in (_class1, _class2, _class3, _class4, _class5, _class6, _class7, _class8, _class9, _class10):
+        klass(add)
+    return c
+
+
+CASES = _cases()
+
+
+def _inventory(tmp: Path) -> Path:
+    """The example inventory's variables for every case host, the case's own in its host_vars; hosts
+    are docker containers that do not exist, so a contacted host shows as unreachable."""
+    inventory = tmp / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "host_vars").mkdir()
+    shared = yaml.safe_load((ROOT / "inventory/example/group_vars/all.yml").read_text())
+    shared["sglang_model_config_file"] = MODEL
+    shared["sglang_draft_config_file"] = str(ROOT / "molecule/resources/models/kimi-k2.5-eagle3/config.json")
+    shared["ansible_connection"] = "community.docker.docker"
+    (inventory / "group_vars/all.yml").write_text(yaml.safe_dump(shared))
+    listed = tmp / "list.json"
+    listed.write_text("[1, 2]")
+    hosts = {}
+    for case in CASES:
+        variables = {k: (str(listed) if v == "@LIST_JSON@" else v) for k, v in case.variables.items()}
+        (inventory / "host_vars" / f"{case.name}.yml").write_text(json.dumps(variables))
+        hosts[case.name] = {"ansible_host": f"sglang-never-created-{case.name}"[:60]}
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(
+        {"all": {"children": {"sglang_workers": {"hosts": hosts}, "sglang_routers": {"hosts": {}}}}}))
+    return inventory
+
+
+def _run(inventory: Path, playbook: str, *extra: str) -> dict[str, Any]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_CALLBACKS_ENABLED="sglang.deploy.sglang_progress", ANSIBLE_NOCOLOR="1")
+    binary = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    run = subprocess.run([binary, playbook, "-i", str(inventory), *extra], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=False, timeout=900)
+    assert run.stdout.startswith("{"), run.stdout[-2000:] + run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+def _outcomes(result: dict[str, Any]) -> dict[str, tuple[str, str, bool]]:
+    """host -> (the task that failed first, its message, whether the host was ever unreachable)."""
+    outcome: dict[str, tuple[str, str, bool]] = {}
+    unreachable = set()
+    for play in result["plays"]:
+        for task in play["tasks"]:
+            for host, res in task["hosts"].items():
+                if res.get("unreachable"):
+                    unreachable.add(host)
+                if res.get("failed") and host not in outcome:
+                    outcome[host] = (task["task"]["name"], str(res.get("msg", "")), False)
+    return {host: (name, msg, host in unreachable) for host, (name, msg, _seen) in outcome.items()}
+
+
+def _refusals(inventory: Path, playbook: str, *extra: str) -> dict[str, tuple[str, str, bool]]:
+    """Every case's refusal. A refusal of the variable check (playbooks/check.yml) ends the whole run
+    (any_errors_fatal), as it must for a deploy; the cases it did not reach run again, limited to them."""
+    outcome: dict[str, tuple[str, str, bool]] = {}
+    pending = [case.name for case in CASES]
+    while pending:
+        found = _outcomes(_run(inventory, playbook, "--limit", ",".join(pending), *extra))
+        assert found, f"{playbook} accepted {pending}"
+        outcome.update(found)
+        pending = [name for name in pending if name not in found]
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("matrix")
+    inventory = _inventory(tmp)
+    render = _refusals(inventory, "playbooks/render.yml", "-e", f"render_dir={tmp / 'render'}")
+    _run(inventory, "playbooks/plan.yml", "-e", f"plan_json={tmp / 'plan.json'}")
+    return {"tmp": tmp, "render": render, "plan": json.loads((tmp / "plan.json").read_text()),
+            "inventory": inventory}
+
+
+def _names_variable(message: str, variable: str) -> bool:
+    lines = [line.lstrip("- ").strip() for line in message.splitlines()]
+    return any(line.startswith(variable) and "allowed" in line for line in lines)
+
+
+def test_the_matrix_covers_every_class_with_at_least_100_inputs() -> None:
+    per_class = Counter(case.klass for case in CASES)
+    assert sorted(per_class) == list(range(1, 11))
+    assert len(CASES) >= 100
+    assert len({case.name for case in CASES}) == len(CASES)
+    print("MEASURED bad-input matrix:", len(CASES), "inputs;", dict(sorted(per_class.items())))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_render_refuses_naming_the_variable_and_writes_nothing(runs: dict[str, Any], case: Case) -> None:
+    task, message, unreachable = runs["render"].get(case.name, ("", "", False))
+    assert _names_variable(message, case.variable), f"{task}: {message}"
+    assert not (runs["tmp"] / "render" / case.name).exists()
+    assert not unreachable
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_plan_json_keeps_the_reason(runs: dict[str, Any], case: Case) -> None:
+    plan = runs["plan"][case.name]
+    assert not plan["ok"]
+    assert any(error.startswith(case.variable) and "allowed" in error for error in plan["errors"]), plan["errors"]
+
+
+def test_deploy_check_refuses_every_case_before_contacting_any_host(runs: dict[str, Any]) -> None:
+    """deploy.yml --check --diff: every case refused in the variable check or the resolve step, no host
+    contacted, nothing changed."""
+    outcome = _refusals(runs["inventory"], "deploy.yml", "--check", "--diff")
+    for case in CASES:
+        task, message, unreachable = outcome[case.name]
+        assert _names_variable(message, case.variable), f"{case.name}: {task}: {message}"
+        assert "nothing was changed" in message
+        assert not unreachable, f"{case.name} was contacted"

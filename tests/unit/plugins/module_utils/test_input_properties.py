@@ -1,0 +1,207 @@
+"""Property-based tests of everything that turns a user's string into a unit line, an environment line
+or an argv word: for any generated value, either the variable check or the resolve step refuses it with
+a message that starts with the variable's name, or
+
+- the unit written from it passes ``systemd-analyze verify`` and holds exactly the expected directives;
+- its ExecStart, unquoted as systemd does (specifiers, ``$$``, C escapes, quotes), is exactly the argv;
+- that argv parses with the pinned catalog's parser (the argparse double of sglang_catalog) to the value;
+- its Description reads back as the text, and its environment file line as the value.
+
+Examples are derandomized: CI runs the same ones every time (the count is in ``EXAMPLES``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.lookup.variable_problems import ROLES, _specs
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_catalog, sglang_config, sglang_inputs
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_quote import (
+    env_file_lines,
+    systemd_exec_line,
+    unit_text,
+)
+from helpers import BASE, CATALOGS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = 60
+SPECS = _specs(ROLES)
+CATALOG = sglang_catalog.load_catalog("0.5.23", str(CATALOGS))
+PREFIX = ["/usr/bin/python3", "-m", "sglang.launch_server"]
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+ANALYZE = shutil.which("systemd-analyze")
+
+# Any text: every Unicode category, control characters included, plus the characters systemd treats
+# specially, so the generator finds them often.
+SPECIAL = st.sampled_from(list('%$\\"\' \n\t\r\x00;#[]=-') + ["--api-key=x", "%n", "$HOME", "\\n"])
+TEXT = st.lists(st.one_of(st.text(max_size=6), SPECIAL), max_size=8).map("".join)
+
+
+# --- systemd's side, as systemd v252 reads it (src/basic/extract-word.c, src/basic/env-file.c) -------------
+
+def _cunescape(text: str, i: int) -> tuple[str, int]:
+    table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
+    return table.get(text[i + 1], "\\" + text[i + 1]), i + 2
+
+
+def systemd_words(value: str) -> list[str]:
+    """ExecStart= words: whitespace separates, quotes group, C escapes, then %% -> % and $$ -> $."""
+    words, i, n = [], 0, len(value)
+    while i < n:
+        while i < n and value[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word, quote = "", None
+        while i < n and (quote or value[i] not in " \t"):
+            char = value[i]
+            if char == "\\":
+                escaped, i = _cunescape(value, i)
+                word += escaped
+            elif quote and char == quote:
+                quote, i = None, i + 1
+            elif not quote and char in "\"'":
+                quote, i = char, i + 1
+            else:
+                word, i = word + char, i + 1
+        words.append(specifiers(word).replace("$$", "$"))
+    return words
+
+
+def env_value(line: str) -> tuple[str, str]:
+    """NAME="value" of an EnvironmentFile=, with the escapes systemd's env-file parser honours."""
+    name, rest = line.split("=", 1)
+    assert rest[0] == '"' and rest[-1] == '"'
+    body, value, i = rest[1:-1], "", 0
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in '"\\`$':
+            value, i = value + body[i + 1], i + 2
+        else:
+            value, i = value + body[i], i + 1
+    return name, value
+
+
+def specifiers(value: str) -> str:
+    """What systemd makes of %-specifiers: %% is a %, any other % starts a specifier (here: a marker)."""
+    return re.sub(r"%(.)", lambda m: "%" if m.group(1) == "%" else "\ufffd<specifier>", value)
+
+
+def unit_directives(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every directive, continuation lines joined as systemd's config parser joins them."""
+    joined = text.replace("\\\n", " ")
+    return [tuple(line.split("=", 1)) for line in joined.splitlines()  # type: ignore[misc]
+            if line and not line.startswith(("#", "["))]
+
+
+# --- the package's side -------------------------------------------------------------------------
+
+def refused(var: str, value: Any, inputs: dict[str, Any]) -> list[str]:
+    errors = sglang_inputs.check({var: value}, [var], SPECS)
+    if not errors:
+        errors = sglang_config.resolve(inputs, str(CATALOGS))["errors"]
+    return errors
+
+
+def write_unit(tmp: Path, description: str, argv: list[str]) -> Path:
+    unit = tmp / "property.service"
+    unit.write_text("[Unit]\nDescription=" + unit_text(description) + "\n\n[Service]\nType=simple\n"
+                    "ExecStart=" + systemd_exec_line(PREFIX, [[word] for word in argv]) + "\n")
+    return unit
+
+
+def assert_unit(tmp: Path, description: str, argv: list[str]) -> None:
+    unit = write_unit(tmp, description, argv)
+    directives = unit_directives(unit.read_text())
+    assert [key for key, _value in directives] == ["Description", "Type", "ExecStart"]
+    assert specifiers(directives[0][1]) == description
+    assert systemd_words(directives[2][1]) == PREFIX + argv
+    if ANALYZE:
+        run = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, check=False)
+        assert run.returncode == 0 and not run.stderr.strip(), run.stderr
+
+
+@pytest.fixture(scope="module")
+def unit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("units")
+
+
+@PROPERTY
+@given(name=TEXT)
+def test_served_model_name_is_refused_or_reaches_unit_and_parser_intact(unit_dir: Path, name: str) -> None:
+    var = "sglang_served_model_name"
+    inputs = dict(BASE, **{var: name})
+    errors = refused(var, name, inputs)
+    if errors:
+        assert all(error.startswith(var) for error in errors), errors
+        return
+    config = sglang_config.resolve(inputs, str(CATALOGS))
+    assert_unit(unit_dir, f"SGLang server kimi ({name or '/models/Kimi-K2.5'})", config["argv"])
+    if name:
+        parsed = sglang_catalog.build_parser(CATALOG).parse_args(config["argv"])
+        assert parsed.served_model_name == name
+
+
+@PROPERTY
+@given(value=TEXT)
+def test_extra_arg_value_is_refused_or_parses_to_itself(unit_dir: Path, value: str) -> None:
+    var, extra = "sglang_extra_args", {"chat-template": value}
+    inputs = dict(BASE, **{var: extra})
+    errors = refused(var, extra, inputs)
+    if errors:
+        assert all(error.startswith(var) for error in errors), errors
+        return
+    config = sglang_config.resolve(inputs, str(CATALOGS))
+    assert_unit(unit_dir, "SGLang server kimi", config["argv"])
+    assert sglang_catalog.build_parser(CATALOG).parse_args(config["argv"]).chat_template == value
+
+
+@PROPERTY
+@given(value=TEXT)
+def test_environment_value_is_refused_or_reads_back_as_itself(value: str) -> None:
+    var, env = "sglang_env", {"NCCL_DEBUG": value}
+    inputs = dict(BASE, **{var: env})
+    errors = refused(var, env, inputs)
+    if errors:
+        assert all(error.startswith(var) for error in errors), errors
+        return
+    config = sglang_config.resolve(inputs, str(CATALOGS))
+    lines = env_file_lines(config["env"]).splitlines()
+    assert len(lines) == len(config["env"])
+    assert dict(env_value(line) for line in lines)["NCCL_DEBUG"] == value
+
+
+@PROPERTY
+@given(path=TEXT)
+def test_a_path_the_unit_reads_is_refused_or_plain(path: str) -> None:
+    for var in sorted(sglang_inputs.UNIT_PATHS):
+        value = [path] if SPECS_TYPES.get(var) == "list" else path
+        errors = sglang_inputs.check({var: value}, [var], SPECS)
+        if errors:
+            assert all(error.startswith(var) for error in errors), errors
+        else:
+            assert path == "" or (path.startswith("/") and not any(c in path for c in ' \t\n%"\'\\'))
+
+
+@PROPERTY
+@given(number=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), TEXT))
+def test_a_number_is_refused_with_its_name_never_a_python_error(number: Any) -> None:
+    for var in ("hicache_ratio", "sglang_hicache_ratio", "sglang_host_memory_available_gb", "sglang_port",
+                "sglang_service_drain_timeout", "sglang_ready_timeout", "sglang_tp_size"):
+        errors = sglang_inputs.check({var: number}, [var], SPECS)
+        assert all(error.startswith(var) for error in errors), errors
+
+
+SPECS_TYPES = {name: option.get("type") for options in SPECS.values() for name, option in options.items()}
+
+
+def test_systemd_words_reads_what_systemd_reads() -> None:
+    """The test's own reader against a unit systemd itself accepted (tests of the tests)."""
+    assert systemd_words('"a b" c\\"d %%n $$HOME') == ["a b", 'c"d', "%n", "$HOME"]
+    assert env_value('A="x\\"y\\\\z\\$"') == ("A", 'x"y\\z$')

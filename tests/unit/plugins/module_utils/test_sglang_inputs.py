@@ -1,0 +1,72 @@
+"""The variable check (sglang_inputs) accepts what the inventories and drills use, and says why it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.sglang.deploy.plugins.lookup.variable_problems import ROLES, _specs
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_inputs import check
+from helpers import ROOT
+
+SPECS = _specs(ROLES)
+
+
+def errors(**given: object) -> list[str]:
+    return check(dict(given), list(given), SPECS)
+
+
+PATTERNS = ("inventory/*/group_vars/*.yml", "molecule/*/group_vars/*.yml", "molecule/*/host_vars/*.yml")
+SHIPPED = sorted(str(p.relative_to(ROOT)) for pattern in PATTERNS for p in ROOT.glob(pattern))
+
+
+@pytest.mark.parametrize("inventory", SHIPPED)
+def test_every_shipped_inventory_passes(inventory: str) -> None:
+    data = yaml.safe_load((ROOT / inventory).read_text()) or {}
+    templated = {k: v for k, v in data.items() if "{{" not in str(v)}  # evaluated by Ansible in the drills
+    assert check(templated, list(data), SPECS) == []
+
+
+@pytest.mark.parametrize("given", [
+    {"sglang_rolling_serial": "25%"}, {"sglang_rolling_serial": 2}, {"hicache_ratio": "2.0"},
+    {"sglang_port": 30000}, {"sglang_host": "::"}, {"sglang_host": "gpu-node-1.example"},
+    {"nvidia_driver_branch": 580}, {"sglang_api_key": 12345}, {"sglang_service_restart_sec": 0},
+    {"sglang_hicache_size": 0}, {"my_own_variable": 1}, {"ansible_host": "10.0.0.1"},
+    {"sglang_port": 80, "sglang_user": "root", "sglang_service_hardening": "basic"},
+])
+def test_accepted(given: dict[str, object]) -> None:
+    assert check(given, list(given), SPECS) == []
+
+
+def test_a_refusal_names_the_variable_says_why_and_what_is_allowed() -> None:
+    assert errors(sglang_service_hardening="Strict") == [
+        "sglang_service_hardening: 'Strict' is not one of the choices (did you mean strict?); allowed: strict, "
+        "basic, none"]
+    assert errors(hicache_raito="3") == [
+        "hicache_raito: is not a variable of sglang-deploy and would be ignored; allowed: did you mean hicache_ratio?"]
+    assert errors(hicache_ratio="0.9")[0].startswith(
+        "hicache_ratio (overrides sglang_hicache_ratio): 0.9 is out of range; allowed: a number above 1.0")
+
+
+def test_every_problem_is_listed_not_only_the_first() -> None:
+    found = errors(sglang_port=80, sglang_service_drain_timeout=0, sglang_tp_szie=4)
+    assert [e.split(":")[0] for e in found] == ["sglang_tp_szie", "sglang_service_drain_timeout", "sglang_port"]
+
+
+def test_a_hook_must_be_an_existing_task_file(tmp_path: Path) -> None:
+    hook = tmp_path / "hook.yml"
+    hook.write_text("---\n- name: Hook\n  ansible.builtin.debug:\n")
+    assert errors(sglang_service_pre_restart_hooks=[str(hook)]) == []
+    assert errors(sglang_service_pre_restart_hooks=[str(tmp_path / "missing.yml")])
+
+
+def test_the_stall_phases_are_those_the_readiness_waiter_knows() -> None:
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_inputs import STALL_PHASES
+    from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
+
+    assert set(STALL_PHASES) == {"starting"} | {stall for _marker, _name, stall in sglang_ready.PHASES}
+    assert errors(sglang_service_stall_timeouts={"loading": 300, "warmup": 0}) == [
+        "sglang_service_stall_timeouts: 'loading' is not a load phase; allowed: starting, distributed_init, "
+        "loading_weights, kv_cache, cuda_graphs, host_kv_pool, warmup",
+        "sglang_service_stall_timeouts['warmup']: 0 is not a whole number of seconds >= 1; allowed: seconds"]
