@@ -44,7 +44,10 @@ SPECIAL = st.sampled_from(list('%$\\"\' \n\t\r\x00;#[]=-') + ["--api-key=x", "%n
 TEXT = st.lists(st.one_of(st.text(max_size=6), SPECIAL), max_size=8).map("".join)
 
 
-# --- systemd's side, as systemd v252 reads it (src/basic/extract-word.c, src/basic/env-file.c) -------------
+# --- systemd's side: ExecStart= words as extract_first_word() splits them (src/basic/extract-word.c, with
+# specifiers and $$), environment files as parse_env_file_internal() reads a double-quoted value (src/basic/
+# env-file.c, state DOUBLE_QUOTE_VALUE_ESCAPE: a backslash before one of "\`$ is dropped, before anything
+# else kept, before a newline the line continues) ------------------------------------------------------
 
 def _cunescape(text: str, i: int) -> tuple[str, int]:
     table = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
