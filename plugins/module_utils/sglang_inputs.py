@@ -24,6 +24,8 @@ import re
 import unicodedata
 from typing import Any
 
+from ._stall import ALLOWED as STALL_ALLOWED
+from ._stall import stall_bounds
 from .sglang_config import checked
 from .sglang_settings import SETTINGS, Kind, bind_address
 from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
@@ -84,9 +86,6 @@ PATTERNS = {
     "sglang_service_requires": (re.compile(r"^[A-Za-z0-9@_.:-]+\.(service|target|mount|socket|path|device)$"),
                                 "a unit name such as nvidia-device-nodes.service"),
 }
-# The load phases of the readiness waiter (plugins/modules/sglang_ready.py) and their stall bounds.
-STALL_PHASES = ("starting", "distributed_init", "loading_weights", "kv_cache", "cuda_graphs", "host_kv_pool",
-                "warmup")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
 HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_hooks"}
 # Model config files read on the controller for the capacity plan.
@@ -292,18 +291,7 @@ def _range(name: str, var: str, number: float, kind: str) -> list[str]:
 
 
 def _stall_timeouts(bounds: dict[Any, Any]) -> list[str]:
-    errors = []
-    for phase, seconds in bounds.items():
-        if phase not in STALL_PHASES:
-            errors.append(f": {phase!r} is not a load phase; allowed: {', '.join(STALL_PHASES)}")
-            continue
-        try:
-            whole = to_int(seconds)
-        except ValueError:
-            whole = 0
-        if whole < 1:
-            errors.append(f"[{phase!r}]: {seconds!r} is not a whole number of seconds >= 1; allowed: seconds")
-    return errors
+    return [f": {problem}; allowed: {STALL_ALLOWED}" for problem in stall_bounds(bounds)[1]]
 
 
 def _json_file(path: str) -> list[str]:

@@ -245,6 +245,8 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils._stall import ALLOWED as STALL_ALLOWED
+from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 
@@ -275,7 +277,6 @@ PROGRESS_RE = re.compile(r"Init (torch distributed|parallel) ends|Memory baselin
 # Only global rank 0 draws it: the other nodes of a multi-node server see no shard progress.
 SHARDS_RE = re.compile(
     r"(?:Loading safetensors checkpoint|Multi-thread loading) shards:\s*(\d+)% Completed \| (\d+)/(\d+)")
-STALL_KEYS = ("starting", "distributed_init", "loading_weights", "kv_cache", "cuda_graphs", "host_kv_pool", "warmup")
 SHOW_PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus",
               "ExecMainCode", "Result", "LoadState")
 
@@ -568,24 +569,6 @@ class Waiter:
         return result
 
 
-def stall_bounds(raw: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
-    """{phase: seconds} with known phases and whole seconds >= 1."""
-    bounds, problems = {}, []
-    for key, value in (raw or {}).items():
-        if key not in STALL_KEYS:
-            problems.append(f"{key!r} is not a load phase; allowed: {', '.join(STALL_KEYS)}")
-            continue
-        try:
-            seconds = int(str(value))
-        except ValueError:
-            seconds = 0
-        if seconds < 1:
-            problems.append(f"{key}: {value!r} is not a whole number of seconds >= 1")
-            continue
-        bounds[key] = seconds
-    return bounds, problems
-
-
 def finished_job(path: str) -> dict[str, Any] | None:
     """The waiter's result once its async job has ended; None while it runs.
 
@@ -622,7 +605,7 @@ def wait(module: AnsibleModule) -> NoReturn:
         module.fail_json(msg="url is required unless jid is given")
     bounds, problems = stall_bounds(module.params["stall_timeouts"])
     if problems:
-        module.fail_json(msg="stall_timeouts: " + "; ".join(problems))
+        module.fail_json(msg=f"stall_timeouts: {'; '.join(problems)}; allowed: {STALL_ALLOWED}")
     waiter = Waiter(dict(module.params, stall_timeouts=bounds), SystemdHost(module))
     try:
         result = waiter.run()

@@ -285,6 +285,12 @@ def test_stall_bounds_are_checked(raw: dict[str, Any], problem: str) -> None:
     assert sglang_ready.stall_bounds({"warmup": "60"}) == ({"warmup": 60}, [])
 
 
+def test_every_phase_with_a_stall_bound_is_one_the_log_lines_lead_to() -> None:
+    from ansible_collections.sglang.deploy.plugins.module_utils._stall import STALL_KEYS
+
+    assert set(STALL_KEYS) == {"starting"} | {stall for _marker, _name, stall in sglang_ready.PHASES}
+
+
 # ---- poll mode: the detached waiter's async job --------------------------------------------------
 
 JID = "j123456789.4242"
