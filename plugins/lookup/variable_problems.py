@@ -14,7 +14,7 @@ description:
     characters, paths, names and cross-variable conditions of C(plugins/module_utils/sglang_inputs.py).
   - Unknown variables that look like the roles' own (C(sglang_*), C(nvidia_driver_*), a short name such as
     C(hicache_ratio), or a near miss of either) and internal switches (C(__sglang_*)) are refused too.
-  - The first play of every playbook runs it before any role (C(playbooks/tasks/check_variables.yml)), so deploy,
+  - The first play of every playbook runs it before any role (C(playbooks/check.yml)), so deploy,
     render and plan refuse bad input before anything changes, and before Ansible's own argument-spec checks.
 options:
   _terms:

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
-import unicodedata
 from typing import Any
 
 from ._stall import ALLOWED as STALL_ALLOWED
 from ._stall import stall_bounds
 from .sglang_config import checked
+from .sglang_quote import first_control_character
 from .sglang_settings import SETTINGS, Kind, bind_address
 from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
 
@@ -72,18 +71,18 @@ UNIT_PATHS = {
     "sglang_router_wheelhouse_dir", "sglang_weights_state_dir", "sglang_weights_hf_venv",
     "sglang_weights_hf_token_file", "nvidia_driver_proc_dir", "nvidia_driver_mok_keys",
 }
-_PATH_RE = re.compile(r"^/[^\s%\"'\\]*$")
+_PATH_RE = re.compile(r"^/[^\s%\"'\\]*\Z")
 # useradd's default NAME_REGEX (Debian adduser.conf), which User=/Group= also accept.
 USER_NAMES = {"sglang_user", "sglang_group", "sglang_router_user"}
-_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 BIND_ADDRESSES = {"sglang_router_host"}  # sglang_host: its row in the settings table
-_SERIAL_RE = re.compile(r"^([1-9][0-9]*)%?$")
+_SERIAL_RE = re.compile(r"^([1-9][0-9]*)%?\Z")
 # Lists whose every item must match (sglang_service's unit lines): a DeviceAllow= value, a unit name.
 PATTERNS = {
     "sglang_service_device_allow_extra": (
-        re.compile(r"^(/dev/[A-Za-z0-9_./:+-]+|(char|block)-[A-Za-z0-9_.*?/+-]+)( [rwm]{1,3})?$"),
+        re.compile(r"^(/dev/[A-Za-z0-9_./:+-]+|(char|block)-[A-Za-z0-9_.*?/+-]+)( [rwm]{1,3})?\Z"),
         'a DeviceAllow= value: "/dev/<node> rw" or "char-<group from /proc/devices> rw" (access r, w, m)'),
-    "sglang_service_requires": (re.compile(r"^[A-Za-z0-9@_.:-]+\.(service|target|mount|socket|path|device)$"),
+    "sglang_service_requires": (re.compile(r"^[A-Za-z0-9@_.:-]+\.(service|target|mount|socket|path|device)\Z"),
                                 "a unit name such as nvidia-device-nodes.service"),
 }
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
@@ -144,11 +143,11 @@ def _characters(name: str, value: Any, path: str = "") -> list[str]:
     """Any text that reaches a unit, environment or config file must be one line of printable text."""
     where = name + path
     if isinstance(value, str):
-        for index, char in enumerate(value):
-            if unicodedata.category(char) == "Cc":
-                return [f"{where}: contains the control character {char!r} at position {index} (a newline would "
-                        "start a new line of the unit or file); allowed: one line of printable text"]
-        return []
+        index = first_control_character(value)
+        if index is None:
+            return []
+        return [f"{where}: contains the control character {value[index]!r} at position {index} (a newline would "
+                "start a new line of the unit or file); allowed: one line of printable text"]
     if isinstance(value, dict):
         found = []
         for key, item in value.items():
@@ -285,7 +284,7 @@ def _range(name: str, var: str, number: float, kind: str) -> list[str]:
     low, high, allowed = RANGES.get(var, _INT_DEFAULT if kind == "int" else _FLOAT_DEFAULT)
     too_low = number <= low if var in _EXCLUSIVE_MINIMUM else number < low
     too_high = number > high
-    if too_low or too_high or (isinstance(number, float) and not math.isfinite(number)):
+    if too_low or too_high:
         return [f"{name}: {number!r} is out of range; allowed: {allowed}"]
     return []
 

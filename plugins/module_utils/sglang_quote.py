@@ -45,10 +45,16 @@ def env_file_lines(env: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def first_control_character(text: str) -> int | None:
+    """Where the first control character (Unicode category Cc: C0, DEL, C1) of `text` is, or None.
+    A newline would end a unit or environment-file line; others make systemd refuse the unit."""
+    return next((index for index, char in enumerate(text) if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F), None)
+
+
 def unit_text(text: str) -> str:
-    """Free text on one unit line (Description=): `%` -> `%%` (specifiers); a control character, which
-    would end the line or make systemd refuse the unit, raises ValueError."""
-    bad = [char for char in text if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F]
-    if bad:
-        raise ValueError(f"{text!r} contains the control character {bad[0]!r}")
+    """Free text on one unit line (Description=): `%` -> `%%` (specifiers); a control character raises
+    ValueError."""
+    index = first_control_character(text)
+    if index is not None:
+        raise ValueError(f"{text!r} contains the control character {text[index]!r}")
     return text.replace("%", "%%")

@@ -105,11 +105,14 @@ def unit_directives(text: str) -> list[tuple[str, str]]:
 
 # --- the package's side -------------------------------------------------------------------------
 
-def refused(var: str, value: Any, inputs: dict[str, Any]) -> list[str]:
+def resolved_unless_refused(var: str, value: Any) -> dict[str, Any] | None:
+    """The example inventory's configuration with `var` set to `value`; None when the variable check or
+    the resolve step refuses it, and then every refusal must name `var`."""
     errors = sglang_inputs.check({var: value}, [var], SPECS)
-    if not errors:
-        errors = sglang_config.resolve(inputs, str(CATALOGS))["errors"]
-    return errors
+    config = None if errors else sglang_config.resolve(dict(BASE, **{var: value}), str(CATALOGS))
+    errors = errors or config["errors"]
+    assert all(error.startswith(var) for error in errors), errors
+    return None if errors else config
 
 
 def write_unit(tmp: Path, description: str, argv: list[str]) -> Path:
@@ -138,13 +141,9 @@ def unit_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @PROPERTY
 @given(name=TEXT)
 def test_served_model_name_is_refused_or_reaches_unit_and_parser_intact(unit_dir: Path, name: str) -> None:
-    var = "sglang_served_model_name"
-    inputs = dict(BASE, **{var: name})
-    errors = refused(var, name, inputs)
-    if errors:
-        assert all(error.startswith(var) for error in errors), errors
+    config = resolved_unless_refused("sglang_served_model_name", name)
+    if config is None:
         return
-    config = sglang_config.resolve(inputs, str(CATALOGS))
     assert_unit(unit_dir, f"SGLang server kimi ({name or '/models/Kimi-K2.5'})", config["argv"])
     if name:
         parsed = sglang_catalog.build_parser(CATALOG).parse_args(config["argv"])
@@ -154,13 +153,9 @@ def test_served_model_name_is_refused_or_reaches_unit_and_parser_intact(unit_dir
 @PROPERTY
 @given(value=TEXT)
 def test_extra_arg_value_is_refused_or_parses_to_itself(unit_dir: Path, value: str) -> None:
-    var, extra = "sglang_extra_args", {"chat-template": value}
-    inputs = dict(BASE, **{var: extra})
-    errors = refused(var, extra, inputs)
-    if errors:
-        assert all(error.startswith(var) for error in errors), errors
+    config = resolved_unless_refused("sglang_extra_args", {"chat-template": value})
+    if config is None:
         return
-    config = sglang_config.resolve(inputs, str(CATALOGS))
     assert_unit(unit_dir, "SGLang server kimi", config["argv"])
     assert sglang_catalog.build_parser(CATALOG).parse_args(config["argv"]).chat_template == value
 
@@ -168,13 +163,9 @@ def test_extra_arg_value_is_refused_or_parses_to_itself(unit_dir: Path, value: s
 @PROPERTY
 @given(value=TEXT)
 def test_environment_value_is_refused_or_reads_back_as_itself(value: str) -> None:
-    var, env = "sglang_env", {"NCCL_DEBUG": value}
-    inputs = dict(BASE, **{var: env})
-    errors = refused(var, env, inputs)
-    if errors:
-        assert all(error.startswith(var) for error in errors), errors
+    config = resolved_unless_refused("sglang_env", {"NCCL_DEBUG": value})
+    if config is None:
         return
-    config = sglang_config.resolve(inputs, str(CATALOGS))
     lines = env_file_lines(config["env"]).splitlines()
     assert len(lines) == len(config["env"])
     assert dict(env_value(line) for line in lines)["NCCL_DEBUG"] == value
