@@ -9,7 +9,8 @@ while polling the router's /workers every 0.5 s. Ends by printing one line:
     LOAD SUMMARY sent=N ok=N failed=N min_healthy=K/EXPECT
 
 and writes each change of the router's worker list (removed / added / healthy) with a timestamp to
---events as JSON lines. Only the given router URL is contacted.
+--events as JSON lines. Only the given router URL is contacted. A router that requires a key gets it
+from the environment variable SGLANG_ROUTER_API_KEY (not from argv), as a bearer token.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ class Tally:
 
 def get_json(url: str, body: dict | None = None, timeout: float = 60) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET",
-                                     headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("SGLANG_ROUTER_API_KEY"):
+        headers["Authorization"] = "Bearer " + os.environ["SGLANG_ROUTER_API_KEY"]
+    request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         return json.loads(answer.read().decode())
 

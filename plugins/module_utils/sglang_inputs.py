@@ -85,6 +85,11 @@ PATTERNS = {
     "sglang_service_requires": (re.compile(r"^[A-Za-z0-9@_.:-]+\.(service|target|mount|socket|path|device)\Z"),
                                 "a unit name such as nvidia-device-nodes.service"),
 }
+# API keys travel as HTTP bearer tokens: one word of printable ASCII. Refusals never show the value.
+API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key"}
+# Router flags the deploy owns (the launcher adds them from files) or that would put a secret on argv.
+_ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "worker-urls": "the inventory's group sglang_workers"}
+_ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
 HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_hooks"}
 # Model config files read on the controller for the capacity plan.
@@ -219,6 +224,28 @@ def _addresses(var: str, typed: Any) -> list[str]:
     return [f": {typed!r} is not an address to bind; allowed: an IPv4 or IPv6 address, or a host name"]
 
 
+def _api_keys(var: str, typed: Any) -> list[str]:
+    if var not in API_KEYS or all("!" <= c <= "~" for c in str(typed)):
+        return []
+    return [": contains a blank or a character outside printable ASCII (the value is not shown); allowed: one word "
+            "of printable ASCII, sent as an HTTP bearer token"]
+
+
+def _router_flags(var: str, typed: Any) -> list[str]:
+    if var != "sglang_router_extra_args":
+        return []
+    errors = []
+    for flag in typed:
+        name = str(flag).lstrip("-").replace("_", "-")
+        if name in _ROUTER_OWN_FLAGS:
+            errors.append(f"[{flag!r}]: is set by the deploy; allowed: other router flags (use "
+                          f"{_ROUTER_OWN_FLAGS[name]})")
+        elif _ROUTER_SECRET_FLAG.search(name):
+            errors.append(f"[{flag!r}]: would put a secret on the router's command line, readable by every user; "
+                          "allowed: flags without secrets (the router's key goes in sglang_router_api_key)")
+    return errors
+
+
 def _stalls(var: str, typed: Any) -> list[str]:
     return _stall_timeouts(typed) if var == "sglang_service_stall_timeouts" else []
 
@@ -344,4 +371,4 @@ def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
 
 
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
-_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _stalls)
+_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _stalls)

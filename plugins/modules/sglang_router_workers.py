@@ -42,8 +42,18 @@ options:
     type: int
     default: 120
   api_key:
-    description: Router API key, if the router was started with one (sent as a bearer token, never logged).
+    description:
+      - The router's API key, if it was started with one (C(--api-key)); sent as a bearer token, never logged.
     type: str
+  worker_api_keys:
+    description:
+      - The key each worker requires, by worker URL (empty for none); sent with C(POST /workers) so that the
+        router sends it to that worker. The router gives a worker added without one no key at all, and a
+        server that requires a key then answers every request the router forwards with 401
+        (sglang-router 0.3.2, measured). Never logged.
+      - A worker already listed keeps the key it was added with; take it out and put it back to change it.
+    type: dict
+    default: {}
 extends_documentation_fragment: sglang.deploy.attributes
 attributes:
   check_mode:
@@ -68,6 +78,13 @@ EXAMPLES = r"""
     workers: "{{ groups['sglang_workers'] | map('extract', hostvars, ['sglang_config', 'url']) | list }}"
     state: exact
     wait: false
+
+- name: Put back a server that requires a key, behind a router that requires its own
+  sglang.deploy.sglang_router_workers:
+    router_url: http://127.0.0.1:30080
+    api_key: "{{ sglang_router_api_key }}"
+    workers: [http://10.0.0.11:30000]
+    worker_api_keys: {"http://10.0.0.11:30000": "{{ sglang_api_key }}"}
 """
 
 RETURN = r"""
@@ -151,8 +168,8 @@ class Router:
         return {norm(w["url"]): {"url": norm(w["url"]), "id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
                                  "load": w.get("load")} for w in listing.get("workers", [])}
 
-    def add(self, url: str) -> None:
-        self.call("POST", "/workers", {"url": url})
+    def add(self, url: str, worker_key: str | None = None) -> None:
+        self.call("POST", "/workers", {"url": url, "api_key": worker_key} if worker_key else {"url": url})
 
     def remove(self, worker_id: str) -> None:
         self.call("DELETE", f"/workers/{worker_id}")
@@ -180,14 +197,15 @@ def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -
 
 
 def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int, check: bool,
-        clock: Any = time) -> dict[str, Any]:
+        clock: Any = time, worker_keys: dict[str, str] | None = None) -> dict[str, Any]:
     wanted = [norm(url) for url in wanted]
+    keys = {norm(url): str(key) for url, key in (worker_keys or {}).items() if key}
     current = router.workers()
     add, remove = plan(current, wanted, state)
     diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
     if not check:
         for url in add:
-            router.add(url)
+            router.add(url, keys.get(url))
         for url in remove:
             router.remove(current[url]["id"])
     deadline = clock.time() + timeout
@@ -212,6 +230,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "wait": {"type": "bool", "default": True},
     "timeout": {"type": "int", "default": 120},
     "api_key": {"type": "str", "no_log": True},
+    "worker_api_keys": {"type": "dict", "default": {}, "no_log": True},
 }
 
 
@@ -220,7 +239,7 @@ def main() -> None:
     p = module.params
     try:
         result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
-                     module.check_mode)
+                     module.check_mode, worker_keys=p["worker_api_keys"])
     except RouterError as exc:
         module.fail_json(msg=str(exc))
     if not module._diff:

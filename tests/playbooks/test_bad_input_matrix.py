@@ -173,6 +173,10 @@ def _class8(add: Add) -> None:
     """Secrets on the command line."""
     for flag in ("ssl-keyfile-password", "api-key", "admin-api-key", "config"):
         add(8, f"secret-{flag}", {"sglang_extra_args": {flag: "s3cret"}}, f"sglang_extra_args['{flag}']")
+    for flag in ("api-key", "control-plane-api-keys"):  # the router's key goes through a file
+        add(8, f"router-secret-{flag}", {"sglang_router_extra_args": {flag: "s3cret"}},
+            f"sglang_router_extra_args['{flag}']")
+    add(8, "router-key-blank", {"sglang_router_api_key": "two words"})
 
 
 def _class9(add: Add) -> None:

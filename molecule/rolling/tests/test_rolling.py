@@ -24,6 +24,12 @@ testinfra_hosts = RUNNER.get_hosts("sglang_routers")  # tests run once; servers 
 WORKERS = ["sglang-rolling-1", "sglang-rolling-2", "sglang-rolling-3"]
 UNIT = "sglang-kimi.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+# group_vars: the router's key, and each server's own.
+ROUTER_KEY = "mol-ROUTER-4c1d9e"
+SERVER_KEYS = {name: f"mol-SERVER-{name[-1]}-8e2f" for name in WORKERS}
+AUTH = f"-H 'Authorization: Bearer {ROUTER_KEY}'"
+GENERATE = ("-H 'Content-Type: application/json' "
+            "-d '{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
 
 
 def on(name: str) -> Any:
@@ -50,7 +56,8 @@ class Load:
             [sys.executable, str(PROJECT / "molecule/resources/loadgen.py"), "--router", f"http://{router_ip()}:30080",
              "--expect", "3", "--concurrency", "4", "--max-requests", "6000", "--max-seconds", "400",
              "--stop-file", str(self.stop_file), "--events", str(self.events)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "SGLANG_ROUTER_API_KEY": ROUTER_KEY})
         time.sleep(3)  # a baseline before the change starts
 
     def finish(self) -> dict[str, int]:
@@ -100,14 +107,63 @@ def healthy(name: str) -> bool:
     return code.stdout.strip() == "200"
 
 
+def listed(host: Any) -> list[tuple[str, bool]]:
+    listing = json.loads(host.check_output(f"curl -s {AUTH} http://127.0.0.1:30080/workers"))
+    return sorted((w["url"], w["is_healthy"]) for w in listing["workers"])
+
+
+def generations_through_the_router(host: Any, count: int) -> list[int]:
+    """Completion tokens of `count` requests; round robin sends each server count / 3 of them."""
+    return [json.loads(host.check_output(f"curl -s {AUTH} http://127.0.0.1:30080/generate {GENERATE}"))
+            ["meta_info"]["completion_tokens"] for _request in range(count)]
+
+
+def status(host: Any, path: str, *headers: str) -> str:
+    """The HTTP status of one call to the router; 000 while nothing listens."""
+    return host.run(f"curl -s -o /dev/null -w '%{{http_code}}' {' '.join(headers)} "
+                    f"http://127.0.0.1:30080{path} {GENERATE if path == '/generate' else ''}").stdout.strip()
+
+
 def test_router_serves_through_three_healthy_servers(host: Any) -> None:
-    listing = json.loads(host.check_output("curl -s http://127.0.0.1:30080/workers"))
-    assert sorted((w["url"], w["is_healthy"]) for w in listing["workers"]) == [
-        (f"http://{name}:30000", True) for name in WORKERS]
-    body = host.check_output("curl -s http://127.0.0.1:30080/generate -H 'Content-Type: application/json' "
-                             "-d '{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
-    assert json.loads(body)["meta_info"]["completion_tokens"] == 4
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+    # Round robin over three servers that each require their own key: the router sends each its key.
+    assert generations_through_the_router(host, 6) == [4] * 6
     assert host.service("sglang-router").is_running
+
+
+def test_the_router_requires_its_key_and_keeps_every_key_out_of_sight(host: Any) -> None:
+    assert status(host, "/generate") == "401"
+    assert status(host, "/generate", "-H 'Authorization: Bearer mol-SERVER-1-8e2f'") == "401"
+    assert status(host, "/workers") == "401"
+    assert status(host, "/liveness") == "200"  # open, as the router's own health probes need
+    keys = [ROUTER_KEY, *SERVER_KEYS.values()]
+    pid = host.check_output("systemctl show sglang-router --property=MainPID --value")
+    seen = {
+        "ExecStart": host.check_output("systemctl show sglang-router --property=ExecStart"),
+        "unit": host.file("/etc/systemd/system/sglang-router.service").content_string,
+        "cmdline": host.file(f"/proc/{pid}/cmdline").content_string,
+        "ps": host.check_output("ps -eo args"),
+        "journal": host.check_output("journalctl -u sglang-router --no-pager -o cat"),
+    }
+    for where, text in seen.items():
+        assert not [key for key in keys if key in text], f"a key in the router's {where}"
+    assert "registered http://sglang-rolling-1:30000 (with a worker key)" in seen["journal"]
+    for path in ("/etc/sglang-router/api-key", "/etc/sglang-router/workers.json"):
+        f = host.file(path)
+        assert (f.user, f.group, f.mode) == ("root", "sglang-router", 0o640), path
+
+
+def test_a_router_restarted_by_systemd_comes_back_with_every_server_and_its_key(host: Any) -> None:
+    """No deploy runs: the launcher registers the servers from workers.json, each with its own key."""
+    before = host.check_output("systemctl show sglang-router --property=InvocationID --value")
+    host.check_output("systemctl restart sglang-router")
+    assert host.check_output("systemctl show sglang-router --property=InvocationID --value") != before
+    for _attempt in range(120):  # the router answers, then registers and health-checks the servers
+        if status(host, "/liveness") == "200" and listed(host) == [(f"http://{n}:30000", True) for n in WORKERS]:
+            break
+        time.sleep(0.5)
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+    assert generations_through_the_router(host, 6) == [4] * 6
 
 
 def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp_path: Path) -> None:
@@ -163,9 +219,7 @@ def test_rollback_playbook_undoes_the_last_rollout_on_one_server(host: Any) -> N
     unit = on("sglang-rolling-1").file(UNIT_PATH).content_string
     assert "--hicache-ratio 3.0" in unit and "--hicache-ratio 4.0" not in unit
     assert digest("sglang-rolling-1") == digest("sglang-rolling-3"), "not the previous configuration byte for byte"
-    listing = json.loads(host.check_output("curl -s http://127.0.0.1:30080/workers"))
-    assert sorted((w["url"], w["is_healthy"]) for w in listing["workers"]) == [
-        (f"http://{name}:30000", True) for name in WORKERS]
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
 
 
 @pytest.mark.parametrize("name", WORKERS)

@@ -67,3 +67,27 @@ def test_stall_timeouts_are_checked_as_the_readiness_waiter_checks_them() -> Non
     assert errors(sglang_service_stall_timeouts={"loading": 300, "warmup": 0}) == [
         f"sglang_service_stall_timeouts: 'loading' is not a load phase; {allowed}",
         f"sglang_service_stall_timeouts: warmup: 0 is not a whole number of seconds >= 1; {allowed}"]
+
+
+@pytest.mark.parametrize("var", ["sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key"])
+def test_an_api_key_is_one_word_of_ascii_and_a_refusal_never_shows_it(var: str) -> None:
+    assert errors(**{var: "Ab3~+/=._-"}) == []
+    for bad in ("two words", "clé-secrète"):
+        found = errors(**{var: bad})
+        assert len(found) == 1 and found[0].startswith(f"{var}: contains a blank or a character outside printable")
+        assert bad not in found[0] and "secr" not in found[0]
+
+
+@pytest.mark.parametrize(("flag", "why"), [
+    ("api-key", "is set by the deploy; allowed: other router flags (use sglang_router_api_key)"),
+    ("--worker-urls", "is set by the deploy"),
+    ("control-plane-api-keys", "would put a secret on the router's command line"),
+    ("oracle_password", "would put a secret on the router's command line"),
+])
+def test_router_flags_the_deploy_owns_or_that_carry_secrets_are_refused(flag: str, why: str) -> None:
+    found = errors(sglang_router_extra_args={flag: "x"})
+    assert len(found) == 1 and found[0].startswith(f"sglang_router_extra_args[{flag!r}]: {why}"), found
+
+
+def test_router_flags_that_only_look_like_secrets_are_accepted() -> None:
+    assert errors(sglang_router_extra_args={"tokenizer-path": "/m", "server-key-path": "/k", "max-tree-size": 9}) == []

@@ -21,6 +21,7 @@ class FakeRouter(ThreadingHTTPServer):
         self.workers: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
         self.authorization: list[str | None] = []
+        self.bodies: list[dict[str, Any]] = []
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -44,7 +45,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.server.authorization.append(self.headers.get("Authorization"))
-        url = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["url"]
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)
+        url = body["url"]
         self.server.calls.append("POST " + url)
         worker = self.server.workers.setdefault(url, {"id": str(uuid.uuid4()), "url": url, "is_healthy": True})
         self.reply(202, {"status": "accepted", "worker_id": worker["id"]})
@@ -107,6 +110,17 @@ def test_the_module_sends_the_api_key_and_shows_a_diff_only_when_asked(router: F
     assert router.authorization == ["Bearer s3cret"] * len(router.calls)
     assert "s3cret" not in json.dumps(result)  # no_log: the key is not echoed in the invocation
     assert "diff" not in run_module(mod.main, args)
+
+
+def test_each_worker_is_added_with_its_own_key_and_none_is_echoed(router: FakeRouter, run_module: Any) -> None:
+    """The router sends a worker only the key it was added with (sglang-router 0.3.2: none if none)."""
+    args = {"router_url": f"http://127.0.0.1:{router.server_address[1]}", "workers": [A, B + "/", C],
+            "api_key": "router-key", "worker_api_keys": {A: "key-a", B + "/": "key-b", C: ""}}
+    result = run_module(mod.main, args)
+    assert router.bodies == [{"url": A, "api_key": "key-a"}, {"url": B, "api_key": "key-b"}, {"url": C}]
+    assert router.authorization == ["Bearer router-key"] * len(router.calls)
+    assert not [key for key in ("router-key", "key-a", "key-b") if key in json.dumps(result)]
+    assert A in json.dumps(result)  # the URLs are not secrets: only the values of the mapping are hidden
 
 
 def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:

@@ -1,0 +1,195 @@
+"""Start sglang-router with its own API key and register the inventory's servers with theirs.
+
+sglang-router 0.3.x takes its key only as ``--api-key KEY``, and a command line is readable by every
+user (``/proc/<pid>/cmdline``, ``ps``, ``systemctl show -p ExecStart``). Workers given with
+``--worker-urls`` are sent that same key, so a server with a key of its own answers every request
+the router forwards with 401. The unit therefore runs this file with the router's interpreter:
+
+    <venv>/bin/python sglang_router_launch.py --workers FILE [--key FILE] -- <router flags...>
+
+Both files are written by the role, mode 0640, root:<router user>. ``--workers`` maps each of the inventory's
+servers to the key it requires (empty for none)::
+
+    {"workers": {"http://h:30000": "<key or empty>"}}
+
+``--key`` holds the router's key, one line. Given ``--key``, a missing or empty file is an error: a
+router meant to require a key never starts open.
+
+This process appends ``--api-key`` to the router's flags in memory only, starts a detached process
+that waits for the router's ``/liveness`` and registers each worker through ``POST /workers`` with the
+worker's own key (as the deploy's rolling restarts do), and runs the router through the functions
+behind ``sglang-router launch`` (``sglang_router.launch_router``), which name the process
+``sglang::router``. A process, not a thread: the router's Rust core holds the interpreter lock while
+it serves, so a thread of this process would never run (measured with sglang-router 0.3.2). It is
+forked twice, so that the service's main process need not reap it; it stays in the unit's cgroup.
+No key is ever printed. Exit status 2 with a message when a file cannot be used. Standard library
+only besides sglang_router.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+EXIT_USAGE = 2
+READY_SECONDS = 300.0  # how long the registration waits for the router to answer
+POLL_SECONDS = 0.5
+
+
+class LaunchError(Exception):
+    """The workers file cannot be used."""
+
+
+def _key(value: Any, where: str) -> str | None:
+    """A key as the file holds it: null or empty for none, else one word of printable ASCII."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or any(not ("!" <= c <= "~") for c in value):
+        raise LaunchError(f"{where} is not one word of printable ASCII (the value is not shown)")
+    return value
+
+
+def read_workers(path: Path) -> list[tuple[str, str | None]]:
+    """[(worker URL, worker key)] from the workers file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LaunchError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("workers", {}), dict):
+        raise LaunchError(f"{path} is not an object with a mapping 'workers'")
+    workers = []
+    for url, key in data.get("workers", {}).items():
+        if not url.startswith(("http://", "https://")):
+            raise LaunchError(f"{path}: worker {url!r} is not an http(s) URL")
+        workers.append((url.rstrip("/"), _key(key, f"{path}: the key of {url}")))
+    return workers
+
+
+def read_key(path: Path) -> str:
+    """The router's key: the file's one line, which must not be empty."""
+    try:
+        key = _key(path.read_text(encoding="ascii").removesuffix("\n"), str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LaunchError(f"cannot read the router's key file {path}: {exc}") from exc
+    if key is None:
+        raise LaunchError(f"the router's key file {path} is empty")
+    return key
+
+
+def parse(argv: list[str]) -> tuple[Path, Path | None, list[str]]:
+    """(workers file, key file or None, the router's flags) from this launcher's command line."""
+    if "--" not in argv:
+        raise LaunchError("usage: sglang_router_launch.py --workers FILE [--key FILE] -- <router flags...>")
+    split = argv.index("--")
+    own, router = argv[:split], argv[split + 1:]
+    files: dict[str, Path] = {}
+    while own:
+        if len(own) < 2 or own[0] not in ("--workers", "--key") or own[0] in files:
+            raise LaunchError(f"unexpected {own[0]!r}; usage: --workers FILE [--key FILE] -- <router flags...>")
+        files[own[0]], own = Path(own[1]), own[2:]
+    if "--workers" not in files:
+        raise LaunchError("--workers FILE is required")
+    return files["--workers"], files.get("--key"), router
+
+
+def with_key(argv: list[str], key: str | None) -> list[str]:
+    """The router's flags with its key appended; a key or worker list on the command line is refused."""
+    for arg in argv:
+        if arg.split("=", 1)[0] in ("--api-key", "--worker-urls"):
+            raise LaunchError(f"{arg.split('=', 1)[0]} is on the command line; it belongs in the key or workers file")
+    return [*argv, "--api-key", key] if key else list(argv)
+
+
+def local_url(host: str, port: int) -> str:
+    """Where this host reaches the router it starts."""
+    if host in ("", "0.0.0.0"):  # the bind address, read: not binding
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _call(url: str, key: str | None, body: dict[str, Any] | None = None, timeout: float = 10) -> int:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return int(answer.status)
+
+
+def register(base: str, key: str | None, workers: list[tuple[str, str | None]],
+             clock: Any = time, call: Any = _call, log: Any = print) -> list[str]:
+    """Wait for the router, then add each worker with its own key. Returns the URLs it added."""
+    deadline = clock.monotonic() + READY_SECONDS
+    while True:
+        try:
+            if call(base + "/liveness", None) == 200:
+                break
+        except (urllib.error.URLError, OSError):
+            pass
+        if clock.monotonic() >= deadline:
+            log(f"sglang_router_launch: the router at {base} did not answer within {READY_SECONDS:.0f} s; "
+                "no worker registered (the deploy registers them)")
+            return []
+        clock.sleep(POLL_SECONDS)
+    added = []
+    for url, worker_key in workers:
+        body: dict[str, Any] = {"url": url}
+        if worker_key:
+            body["api_key"] = worker_key
+        try:
+            call(base + "/workers", key, body)
+            added.append(url)
+            log(f"sglang_router_launch: registered {url} ({'with' if worker_key else 'without'} a worker key)")
+        except (urllib.error.URLError, OSError) as exc:
+            log(f"sglang_router_launch: could not register {url}: {getattr(exc, 'code', '')} "
+                f"{getattr(exc, 'reason', exc)}")
+    return added
+
+
+def main(argv: list[str]) -> int:
+    try:
+        workers_file, key_file, flags = parse(argv)
+        workers = read_workers(workers_file)
+        key = read_key(key_file) if key_file else None
+        args = with_key(flags, key)
+    except LaunchError as exc:
+        print(f"sglang_router_launch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from sglang_router.launch_router import launch_router, parse_router_args
+
+    router_args = parse_router_args(args)
+    detached(register, local_url(str(router_args.host), int(router_args.port)), key, workers, log=_log)
+    launch_router(router_args)
+    return 0
+
+
+def detached(function: Any, *args: Any, **kwargs: Any) -> None:
+    """Run function(*args, **kwargs) in a grandchild process; return once the child has exited."""
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                try:
+                    function(*args, **kwargs)
+                finally:
+                    os._exit(0)
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
