@@ -94,6 +94,8 @@ _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|
 HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_hooks"}
 # Model config files read on the controller for the capacity plan.
 JSON_FILES = {"sglang_model_config_file", "sglang_draft_config_file"}
+# Text files read on the controller for the capacity plan.
+TEXT_FILES = {"sglang_startup_log"}
 
 
 def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -215,6 +217,9 @@ def _files(var: str, typed: Any) -> list[str]:
                 "controller" for item in typed if not (str(item).startswith("/") and os.path.isfile(item))]
     if var in JSON_FILES and typed:
         return _json_file(str(typed))
+    if var in TEXT_FILES and typed and not os.path.isfile(str(typed)):
+        return [f": {typed!r} is not an existing file; allowed: the path on the controller of a server's startup "
+                "output, or empty"]
     return []
 
 

@@ -76,11 +76,17 @@ class PlanInputs:
     max_total_tokens: int | None = None
     sources: dict[str, str] = field(default_factory=dict)  # input -> what set it, for messages
     what_if: bool = True
+    # Calibration (calibrate()): what a start of this configuration measured, per rank. Zero: estimate.
+    measured_pre_load_free_bytes: int = 0
+    measured_weights_bytes: int = 0
+    calibration: dict[str, Any] = field(default_factory=dict)
 
 
 def input_names() -> dict[str, str]:
     """Plan input -> the variable behind it, from the settings and facts tables."""
-    names = {"avg_seq_len": "sglang_plan_avg_seq_len", "cgroup_headroom_bytes": "the service's cgroup memory limit"}
+    names = {"avg_seq_len": "sglang_plan_avg_seq_len", "cgroup_headroom_bytes": "the service's cgroup memory limit",
+             "measured_pre_load_free_bytes": "sglang_startup_log", "measured_weights_bytes": "sglang_startup_log",
+             "calibration": "sglang_startup_log"}
     names.update({s.plan: s.var or f"sglang_extra_args[{s.flag[2:]!r}]" for s in table.SETTINGS if s.plan})
     names.update({f.plan: f.about or f.var for f in FACTS if f.plan})
     return names
@@ -96,7 +102,7 @@ def _check_inputs(inputs: PlanInputs, problems: Problems) -> None:
         problems.error("mem_fraction_static", f"{inputs.mem_fraction_static} is out of range; allowed: between 0 and 1")
     if inputs.gpu_memory_bytes <= 0:
         problems.error("gpu_memory_bytes", "is not known; allowed: the memory of one GPU (nvidia-smi memory.total)")
-    if inputs.weight_bytes_per_gpu <= 0:
+    if inputs.weight_bytes_per_gpu <= 0 and not inputs.measured_pre_load_free_bytes:
         problems.error("weight_bytes_per_gpu", "is not known; allowed: the sum of the model's safetensors files / "
                        "tp_size, or an inventory value")
     if inputs.avg_seq_len < 1:
@@ -149,7 +155,8 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
     if algorithm in DRAFT_KV_ALGORITHMS and not inputs.draft_config and algorithm != "NEXTN":
         problems.warn("draft_config", f"no draft config.json given; the plan leaves out the {algorithm} draft's KV")
     draft_layers = draft.draft_layers if draft else 0
-    if draft and not inputs.draft_weight_bytes_per_gpu and at_least(inputs.version, "0.5.14"):
+    if (draft and not inputs.draft_weight_bytes_per_gpu and at_least(inputs.version, "0.5.14")
+            and not inputs.measured_pre_load_free_bytes):
         problems.warn("draft_weight_bytes_per_gpu", f"is not known; sglang {inputs.version} loads the draft before "
                       "it sizes the KV pool, so its weights (sum of the draft's safetensors / tp_size) come off "
                       "the device tokens")
@@ -157,12 +164,13 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
     # 0.5.14+ loads the draft before the KV budget is measured ("draft weights are now counted").
     draft_weights_first = at_least(inputs.version, "0.5.14")
     weights = inputs.weight_bytes_per_gpu + (inputs.draft_weight_bytes_per_gpu if draft_weights_first else 0)
+    pre = inputs.gpu_memory_bytes - inputs.gpu_reserved_bytes
+    if inputs.measured_pre_load_free_bytes:  # calibrated: what SGLang itself measured before and after the load
+        pre, weights = inputs.measured_pre_load_free_bytes, inputs.measured_weights_bytes
     mm_reserve = MULTIMODAL_RESERVE_BYTES if shape.multimodal and at_least(inputs.version, "0.5.18") else 0
     mfs = float(inputs.mem_fraction_static or 0.0)
-    pre = inputs.gpu_memory_bytes - inputs.gpu_reserved_bytes
     slack = int(pre * (1 - mfs))
-    tokens = device_kv_tokens(inputs.gpu_memory_bytes, weights, mfs, charged,
-                              gpu_reserved_bytes=inputs.gpu_reserved_bytes,
+    tokens = device_kv_tokens(pre, weights, mfs, charged, gpu_reserved_bytes=0,
                               reserved_after_load_bytes=mm_reserve, page_size=inputs.page_size,
                               max_total_tokens=inputs.max_total_tokens)
     if tokens <= 0:
@@ -180,6 +188,8 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
     concurrency = max_concurrent_requests(tokens, inputs.avg_seq_len, inputs.max_running_requests, speculative)
     cap = inputs.max_running_requests or (SPECULATIVE_MAX_RUNNING_REQUESTS if speculative else None)
     result: dict[str, Any] = {
+        "calibrated": bool(inputs.measured_pre_load_free_bytes),
+        "calibration": inputs.calibration,
         "kv_bytes_per_token": cell,
         "device_kv_tokens": tokens,
         "max_concurrent_requests": concurrency,
@@ -261,6 +271,40 @@ def _host(inputs: PlanInputs, problems: Problems, device_tokens: int, cell: int,
                       "fit_target_bytes_per_rank": check.fit_per_rank_bytes},
         },
     }
+
+
+# What a start must share with the plan for its figures to stand in for the estimates: everything that
+# decides the memory before the KV pool. mem_fraction_static, HiCache and the pool's size may differ.
+_SAME_START = (("tp_size", "tp_size"), ("kv_cache_dtype", "kv_cache_dtype"), ("page_size", "page_size"))
+
+
+def calibrate(inputs: PlanInputs, measured: dict[str, Any], source: str) -> tuple[PlanInputs, list[str]]:
+    """The inputs with a start's measured free memory before and after the weights (a
+    sglang_startup.Startup.as_dict()), or unchanged with the reasons the start does not match."""
+    differences = []
+    architectures = [load["architecture"] for load in measured.get("loads", []) if load.get("architecture")]
+    planned = str((inputs.model_config.get("architectures") or [""])[0])
+    if architectures and planned and architectures[0] != planned:
+        differences.append(f"the model: the log loaded {architectures[0]}, the plan is for {planned}")
+    draft_first = bool(inputs.draft_config) and at_least(inputs.version, "0.5.14")
+    if draft_first and len(architectures) < 2:
+        differences.append("the draft: the plan loads a draft before the KV pool, the log did not")
+    if not draft_first and len(architectures) > 1:
+        differences.append(f"the draft: the log loaded {architectures[1]} before the KV pool, the plan does not")
+    args = measured.get("server_args") or {}
+    for key, field_name in _SAME_START:
+        logged, planned_value = args.get(key), getattr(inputs, field_name)
+        if key == "page_size" and logged is None:
+            logged = 1
+        if key in args and str(logged) != str(planned_value):
+            differences.append(f"{key}: the log ran {logged}, the plan has {planned_value}")
+    if differences:
+        return inputs, differences
+    calibration = {"source": source, "pre_load_free_bytes": measured["pre_load_free_bytes"],
+                   "weights_bytes": measured["weights_bytes"], "kv_tokens": measured.get("kv_tokens"),
+                   "mem_fraction_static": args.get("mem_fraction_static"), "ranks": measured.get("ranks")}
+    return replace(inputs, measured_pre_load_free_bytes=int(measured["pre_load_free_bytes"]),
+                   measured_weights_bytes=int(measured["weights_bytes"]), calibration=calibration), []
 
 
 def plan(inputs: PlanInputs) -> dict[str, Any]:

@@ -96,6 +96,11 @@ def table(host: str, config: dict[str, Any]) -> str:
     plan = result.get("plan") or {}
     lines = [f"{host}: {'OK' if result['ok'] else 'REFUSED'}"]
     if plan.get("kv_bytes_per_token"):
+        calibration = plan.get("calibration") or {}
+        lines.append(f"  calibrated from {calibration.get('source')}: {gb(calibration.get('pre_load_free_bytes', 0))} "
+                     f"free before the weights, {gb(calibration.get('weights_bytes', 0))} of weights per GPU"
+                     if plan.get("calibrated") else
+                     "  estimate from the inventory (no startup log of this configuration; sglang_startup_log)")
         what_if = plan.get("what_if") or {}
         hicache = what_if.get("hicache") or {}
         lines += [
@@ -127,5 +132,9 @@ def plan_json(config: dict[str, Any]) -> dict[str, Any]:
     plan = result.get("plan") or {}
     keys = ("kv_bytes_per_token", "device_kv_tokens", "host_kv_tokens_per_rank", "host_kv_bytes_per_rank",
             "host_kv_bytes_total", "host_mem_available_bytes", "max_concurrent_requests")
+    calibration = plan.get("calibration") or {}
     return {"ok": result["ok"], "errors": result["errors"], "warnings": result["warnings"],
-            **{key: int(plan.get(key) or 0) for key in keys}}
+            **{key: int(plan.get(key) or 0) for key in keys},
+            "calibrated": bool(plan.get("calibrated")), "calibration_source": calibration.get("source"),
+            "measured": {key: calibration[key] for key in ("pre_load_free_bytes", "weights_bytes", "kv_tokens",
+                                                           "mem_fraction_static", "ranks") if key in calibration}}

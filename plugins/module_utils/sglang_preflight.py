@@ -17,8 +17,9 @@ from . import sglang_config
 from . import sglang_rules as rules
 from . import sglang_settings as table
 from .sglang_capacity import CapacityError
-from .sglang_plan import PlanInputs, plan
+from .sglang_plan import PlanInputs, calibrate, plan
 from .sglang_settings import FACTS
+from .sglang_startup import StartupLogError, read
 from .sglang_types import to_float, to_int
 
 PLAN_MODES = ("optional", "required", "advisory")
@@ -72,8 +73,27 @@ def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int)
     return PlanInputs(**values, sources=sources)
 
 
-def missing_for_plan(facts: dict[str, Any]) -> list[str]:
-    return [fact.var for fact in FACTS if fact.needed and facts.get(fact.key) in (None, "", {})]
+def missing_for_plan(facts: dict[str, Any], calibrating: bool = False) -> list[str]:
+    """Variables the plan needs and has no value for; a start's own figures stand in for the weights'."""
+    return [fact.var for fact in FACTS if fact.needed and facts.get(fact.key) in (None, "", {})
+            and not (calibrating and fact.key == "weight_bytes_total")]
+
+
+def _calibrated(inputs: PlanInputs, startup: dict[str, Any] | None) -> tuple[PlanInputs, list[str], list[str]]:
+    """(inputs, errors, warnings) with a start's figures (``startup``: {"text", "source"}), if one is given."""
+    if not startup:
+        return inputs, [], []
+    source = str(startup.get("source") or "the startup log")
+    try:
+        measured = read(str(startup.get("text") or "")).as_dict()
+    except StartupLogError as exc:
+        return inputs, [f"sglang_startup_log: {source}: {exc}"], []
+    calibrated, differences = calibrate(inputs, measured, source)
+    if differences:
+        return inputs, [], [f"sglang_startup_log: {source} is not a start of this configuration ("
+                            + "; ".join(differences) + "); the plan is an estimate from the inventory, which can be "
+                            "off by a factor of 2 (weights per GPU are not checkpoint size / tp_size)"]
+    return calibrated, [], []
 
 
 def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,
@@ -95,10 +115,15 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
     errors += checked["errors"]
     warnings += checked["warnings"]
     result: dict[str, Any] | None = None
-    missing = missing_for_plan(facts)
+    startup = facts.pop("startup_log", None)
+    missing = missing_for_plan(facts, calibrating=bool(startup))
     if not missing:
         try:
-            result = plan(plan_inputs(config, facts, avg_seq_len))
+            inputs, startup_errors, startup_warnings = _calibrated(plan_inputs(config, facts, avg_seq_len), startup)
+            result = plan(inputs)
+            result["errors"] = startup_errors + result["errors"]
+            result["warnings"] = startup_warnings + result["warnings"]
+            result["ok"] = result["ok"] and not startup_errors
         except CapacityError as exc:
             result = {"ok": False, "errors": [str(exc)], "warnings": []}
         if plan_mode == "advisory":
