@@ -58,11 +58,9 @@ unit: setup
 	pytest
 
 molecule: setup
-	bash scripts/molecule-lanes.sh "rolling install" "default faults multinode"
-
-# pytest runs in the Molecule lane that ends first (scripts/molecule-lanes.sh), not before the lanes.
-test: lint sanity collection ee
 	bash scripts/molecule-lanes.sh
+
+test: lint sanity collection ee unit molecule
 
 clean:
 	-ansible-playbook playbooks/sandbox-destroy.yml

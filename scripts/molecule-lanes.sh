@@ -2,23 +2,21 @@
 # Runs the Molecule scenarios in parallel lanes: the scenarios of one lane one after another, the lanes
 # side by side. Each scenario has its own containers, Docker network and Molecule state, and its drills
 # wait on observable state rather than on time, so a busier machine makes them slower, never different.
-# The lanes are balanced by the scenarios' measured wall times (docs/tests.md). The item `pytest` runs
-# the pytest suite (which needs no container) in its lane, in the time the other lane's longer
-# scenarios leave.
+# The lanes are balanced by the scenarios' measured wall times (docs/tests.md).
 #
 #   scripts/molecule-lanes.sh                      # the lanes below
 #   scripts/molecule-lanes.sh "default faults" rolling   # lanes given as arguments, one per word list
 #
-# Each item's whole output goes to .cache/molecule-logs/<item>.log and, prefixed with its name, to
-# stdout. A lane stops at its first failing item; the other lanes finish. The exit status is non-zero
-# when any item failed, and the summary names it and the tail of its log.
+# Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
+# to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
+# non-zero when any scenario failed, and the summary names it and the tail of its log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling install pytest" "default faults multinode")
+  lanes=("rolling install" "default faults multinode")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"
@@ -27,11 +25,7 @@ run_lane() {
   local scenario start rc
   for scenario in $1; do
     start=$SECONDS
-    if [[ $scenario == pytest ]]; then
-      pytest > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
-    else
-      molecule test -s "$scenario" > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
-    fi
+    molecule test -s "$scenario" > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
     rc=$?
     echo "$scenario $rc $((SECONDS - start))" > "$logs/$scenario.status"
     [[ $rc -eq 0 ]] || return "$rc"
@@ -48,7 +42,7 @@ for pid in "${pids[@]}"; do
 done
 
 echo
-echo "Lanes: scenario (or pytest), exit status, wall seconds"
+echo "Molecule lanes: scenario, exit status, wall seconds"
 failed=0
 for lane in "${lanes[@]}"; do
   for scenario in $lane; do
