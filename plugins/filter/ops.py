@@ -114,7 +114,7 @@ def _row_metrics(row: dict[str, Any]) -> dict[str, float]:
 def status_table(rows: Any) -> str:
     """status.yml's table, one line per server; a row's metrics are parsed gauges or the /metrics text."""
     head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
-           f" {'KV used':>8} {'host KV used':>13}"
+           f" {'KV used':>8} {'host KV used':>13} {'KV pool planned':>16} {'KV pool seen':>13}"
     lines = [head, "-" * len(head)]
     for row in rows or []:
         gauges = _row_metrics(row)
@@ -124,8 +124,17 @@ def status_table(rows: Any) -> str:
         uptime = int(row.get("uptime_s") or 0)
         lines.append(f"{row['host']:<24} {row['state']:<16} {'ok' if row['healthy'] else str(row['health']):<7}"
                      f" {uptime // 3600:>4}h{uptime % 3600 // 60:02d}m {row['restarts']:>8} {row['version']!s:<12}"
-                     f" {'DRIFT' if row['drift'] else 'in sync':<8} {kv:>8} {host_used:>13}")
+                     f" {'DRIFT' if row['drift'] else 'in sync':<8} {kv:>8} {host_used:>13}"
+                     f" {_tokens(row.get('kv_tokens_planned')):>16} {_tokens(row.get('kv_tokens_observed')):>13}")
     return "\n".join(lines)
+
+
+def _tokens(value: Any) -> str:
+    """A token count with thousands separators, or '-' when there is none."""
+    try:
+        return f"{int(value):,}" if value not in (None, "", "None") else "-"
+    except (TypeError, ValueError):
+        return "-"
 
 
 def probe_line(check: Any) -> str:

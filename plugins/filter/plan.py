@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_text, sglang_preflight
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_text, sglang_preflight, sglang_startup
 
 DOCUMENTATION = r"""
 name: preflight
@@ -16,6 +16,8 @@ description:
   - C(sglang.deploy.preflight) applies the version and hardware rules and the capacity plan to a host
     resolved by C(sglang.deploy.resolve), with the inventory's facts and, during a deploy, the host's.
   - C(sglang.deploy.plan_table) prints it for a person; C(sglang.deploy.plan_json) gives plan.yml's JSON.
+  - C(sglang.deploy.memory_identity) gives the settings that decide the memory before the KV pool, which the
+    readiness waiter records with a start's figures and the next plan compares before calibrating from them.
 """
 
 EXAMPLES = r"""
@@ -50,6 +52,11 @@ def plan_json(config: Any) -> dict[str, Any]:
     return sglang_plan_text.plan_json(dict(config))
 
 
+def memory_identity(config: Any) -> dict[str, Any]:
+    return sglang_startup.memory_identity(dict(config))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"preflight": preflight, "plan_table": plan_table, "plan_json": plan_json}
+        return {"preflight": preflight, "plan_table": plan_table, "plan_json": plan_json,
+                "memory_identity": memory_identity}

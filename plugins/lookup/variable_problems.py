@@ -13,7 +13,9 @@ description:
     current host has from its inventory or from C(-e) (not the roles' defaults) against it, with the ranges,
     characters, paths, names and cross-variable conditions of C(plugins/module_utils/sglang_inputs.py).
   - Unknown variables that look like the roles' own (C(sglang_*), C(nvidia_driver_*), a short name such as
-    C(hicache_ratio), or a near miss of either) and internal switches (C(__sglang_*)) are refused too.
+    C(hicache_ratio), or a near miss of either) and internal switches (C(__sglang_*)) are refused too, and so
+    is a name given with C(-e) that is one of the roles' variables without its C(sglang_) prefix
+    (C(-e mem_fraction_static=0.88)); in the inventory such a name may belong to another tool and is left alone.
   - The first play of every playbook runs it before any role (C(playbooks/check.yml)), so deploy,
     render and plan refuse bad input before anything changes, and before Ansible's own argument-spec checks.
 options:
@@ -48,6 +50,7 @@ import os
 from typing import Any
 
 import yaml
+from ansible import context
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_inputs
@@ -65,6 +68,18 @@ def _specs(roles_dir: str) -> dict[str, dict[str, Any]]:
                 entry = (yaml.load(handle, Loader=_LOADER) or {}).get("argument_specs", {}).get("main") or {}
             specs[role] = entry.get("options") or {}
     return specs
+
+
+def _command_line_names(loader: Any) -> set[str]:
+    """The names given with -e in this run."""
+    from ansible.utils.vars import load_extra_vars
+
+    if not context.CLIARGS.get("extra_vars"):
+        return set()
+    try:
+        return {str(name) for name in load_extra_vars(loader)}
+    except Exception:  # ansible-playbook itself reports an -e it cannot read
+        return set()
 
 
 def _ours(name: str, known: dict[str, Any]) -> bool:
@@ -90,4 +105,5 @@ class LookupModule(LookupBase):
             except Exception as exc:  # any templating error becomes a refusal naming the variable
                 problems.append(f"{name}: cannot be evaluated ({exc}); allowed: a value or an expression that "
                                 "evaluates")
-        return problems + sglang_inputs.check(given, names, specs)
+        command_line = _command_line_names(self._loader)
+        return problems + sglang_inputs.check(given, names, specs, command_line=command_line)

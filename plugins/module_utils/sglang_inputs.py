@@ -103,11 +103,13 @@ def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[s
     return {name: (role, option or {}) for role, options in specs.items() for name, option in (options or {}).items()}
 
 
-def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, Any]]) -> list[str]:
-    """The refusals for one host's variables (see the module docstring)."""
+def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, Any]],
+          command_line: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The refusals for one host's variables (see the module docstring). ``command_line``: the names given
+    with -e, where one of our variables without its ``sglang_`` prefix is a mistake, not another tool's."""
     known = known_names(specs)
     errors: list[str] = []
-    errors += _names(names, given, known)
+    errors += _names(names, given, known, command_line)
     for name in sorted(given):
         value = given[name]
         option = known.get(ALIASES.get(name, name), (None, None))[1]
@@ -126,10 +128,15 @@ def errors_about(errors: list[str], name: str) -> bool:
 
 # --- names -------------------------------------------------------------------------------------
 
-def _names(names: list[str], given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+def _names(names: list[str], given: dict[str, Any], known: dict[str, Any],
+           command_line: set[str] | frozenset[str] = frozenset()) -> list[str]:
     ours = sorted({*known, *ALIASES, *PLAY_VARIABLES})
     errors = []
-    for name in sorted(set(names) | set(given)):
+    for name in sorted(command_line - set(ours)):
+        if "sglang_" + name in known:
+            errors.append(f"{name}: is not a variable of sglang-deploy and would be ignored; allowed: did you mean "
+                          f"sglang_{name}?")
+    for name in sorted((set(names) | set(given)) - {e.split(":", 1)[0] for e in errors}):
         if INTERNAL.match(name) and name in given:
             errors.append(f"{name}: is internal to the roles and cannot be set from outside; allowed: the documented "
                           "variables (README, roles/*/README.md)")

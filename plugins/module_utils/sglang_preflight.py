@@ -19,7 +19,7 @@ from . import sglang_settings as table
 from .sglang_capacity import CapacityError
 from .sglang_plan import PlanInputs, calibrate, plan
 from .sglang_settings import FACTS
-from .sglang_startup import StartupLogError, read
+from .sglang_startup import StartupLogError, identity_differences, memory_identity, read
 from .sglang_types import to_float, to_int
 
 PLAN_MODES = ("optional", "required", "advisory")
@@ -79,6 +79,10 @@ def missing_for_plan(facts: dict[str, Any], calibrating: bool = False) -> list[s
             and not (calibrating and fact.key == "weight_bytes_total")]
 
 
+ESTIMATE = ("the plan is an estimate from the inventory, which can be off by a factor of 2 (weights per GPU are "
+            "not checkpoint size / tp_size)")
+
+
 def _calibrated(inputs: PlanInputs, startup: dict[str, Any] | None) -> tuple[PlanInputs, list[str], list[str]]:
     """(inputs, errors, warnings) with a start's figures (``startup``: {"text", "source"}), if one is given."""
     if not startup:
@@ -91,9 +95,25 @@ def _calibrated(inputs: PlanInputs, startup: dict[str, Any] | None) -> tuple[Pla
     calibrated, differences = calibrate(inputs, measured, source)
     if differences:
         return inputs, [], [f"sglang_startup_log: {source} is not a start of this configuration ("
-                            + "; ".join(differences) + "); the plan is an estimate from the inventory, which can be "
-                            "off by a factor of 2 (weights per GPU are not checkpoint size / tp_size)"]
+                            + "; ".join(differences) + "); " + ESTIMATE]
     return calibrated, [], []
+
+
+def _from_observed(inputs: PlanInputs, config: dict[str, Any],
+                   observed: dict[str, Any] | None) -> tuple[PlanInputs, list[str]]:
+    """(inputs, warnings) with the figures of this host's last start, as the readiness waiter recorded them,
+    when that start ran the same memory-deciding settings."""
+    measured = (observed or {}).get("startup")
+    if not isinstance(measured, dict) or not measured.get("pre_load_free_bytes"):
+        return inputs, []
+    source = f"the start of {observed.get('recorded_at', '?')} on this host"
+    differences = identity_differences(dict(observed.get("identity") or {}), memory_identity(config))
+    if not differences:
+        calibrated, differences = calibrate(inputs, measured, source)
+        if not differences:
+            return calibrated, []
+    return inputs, [f"not calibrated: {source} ran another configuration (" + "; ".join(differences) + "); "
+                    + ESTIMATE]
 
 
 def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,
@@ -116,10 +136,13 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
     warnings += checked["warnings"]
     result: dict[str, Any] | None = None
     startup = facts.pop("startup_log", None)
+    observed = facts.pop("startup_observed", None)
     missing = missing_for_plan(facts, calibrating=bool(startup))
     if not missing:
         try:
             inputs, startup_errors, startup_warnings = _calibrated(plan_inputs(config, facts, avg_seq_len), startup)
+            if not startup:
+                inputs, startup_warnings = _from_observed(inputs, config, observed)
             result = plan(inputs)
             result["errors"] = startup_errors + result["errors"]
             result["warnings"] = startup_warnings + result["warnings"]

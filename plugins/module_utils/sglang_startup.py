@@ -45,6 +45,36 @@ SERVER_ARGS_KEYS = ("model_path", "tp_size", "pp_size", "dp_size", "nnodes", "qu
                     "disable_cuda_graph", "cuda_graph_max_bs")
 
 
+# A line of a start that read() uses; a waiter following the journal keeps only these.
+_RELEVANT = ("avail mem=", "KV Cache is allocated", "max_total_num_tokens=", "server_args=")
+# The settings that decide the memory before the KV pool: a recorded start stands in for the plan's
+# estimates only when these are the same (mem_fraction_static, HiCache and the pool size may differ).
+IDENTITY_KEYS = ("model_path", "tp_size", "nnodes", "kv_cache_dtype", "page_size", "speculative_algorithm",
+                 "speculative_draft_model_path")
+
+
+def relevant(line: str) -> bool:
+    return any(marker in line for marker in _RELEVANT)
+
+
+def memory_identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a resolved configuration (sglang_config) says of the settings in IDENTITY_KEYS, and its version."""
+    settings = config.get("settings") or {}
+    found: dict[str, Any] = {"version": str(config.get("version") or "")}
+    for key in IDENTITY_KEYS:
+        if key in settings:
+            value = settings[key].get("value")
+            found[key] = value if isinstance(value, (int, float, bool)) or value is None else str(value)
+    return found
+
+
+def identity_differences(recorded: dict[str, Any], planned: dict[str, Any]) -> list[str]:
+    """Each memory-deciding setting on which a recorded start and the plan differ."""
+    keys = sorted(set(recorded) | set(planned))
+    return [f"{key}: the recorded start ran {recorded.get(key)!r}, the plan has {planned.get(key)!r}"
+            for key in keys if str(recorded.get(key)) != str(planned.get(key))]
+
+
 class StartupLogError(ValueError):
     """The log lacks a line the calibration needs."""
 

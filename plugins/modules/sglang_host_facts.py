@@ -33,6 +33,10 @@ options:
   port:
     description: Port the server binds.
     type: int
+  observed_file:
+    description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
+      O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists.
+    type: path
 requirements:
   - systemd
   - C(ss) (iproute2) for the port check
@@ -103,7 +107,11 @@ facts:
           type: str
           sample: "1000"
     unit_memory_bytes:
-      description: Memory the unit's processes use now (C(MemoryCurrent)); 0 when it does not run.
+      description:
+        - Memory the unit's processes hold that the kernel cannot reclaim, freed when the server restarts -
+          C(anon) + C(shmem) of the unit's cgroup C(memory.stat) (cgroup v1 - C(total_rss) + C(total_shmem)),
+          which is where HiCache's pinned host pool lives. Page cache is left out - C(MemAvailable) already
+          counts it. C(MemoryCurrent) when C(memory.stat) cannot be read; 0 when the unit does not run.
       type: int
       sample: 17179869184
     host_mem_available_bytes:
@@ -138,6 +146,14 @@ facts:
       type: list
       elements: str
       sample: []
+    startup_observed:
+      description:
+        - The record of O(observed_file) - the start's time, invocation, identity (the settings that decide the
+          memory before the KV pool) and measured figures; absent without the file.
+      type: dict
+      returned: when O(observed_file) exists and holds a JSON object
+      sample: {"recorded_at": "2026-12-01T10:12:40Z", "identity": {"tp_size": 8},
+               "startup": {"pre_load_free_bytes": 100738457928, "weights_bytes": 79489243955, "kv_tokens": 154998}}
 """
 
 import json
@@ -207,6 +223,23 @@ def unit_pids(group: str) -> set[int]:
 def unit_memory(value: str) -> int:
     """MemoryCurrent in bytes; systemd prints [not set] (or 2^64-1) when it does not count."""
     return int(value) if value.isdigit() and int(value) < 2**63 - 1 else 0
+
+
+# memory.stat fields that are not reclaimable: cgroup v2, then v1 (hierarchical totals).
+UNRECLAIMABLE = (("/sys/fs/cgroup", ("anon", "shmem")), ("/sys/fs/cgroup/memory", ("total_rss", "total_shmem")))
+
+
+def unreclaimable_memory(group: str, roots: tuple[tuple[str, tuple[str, ...]], ...] = UNRECLAIMABLE) -> int | None:
+    """Anonymous and shared memory of a control group, from its memory.stat; None when there is none to read."""
+    for root, keys in roots:
+        try:
+            with open(f"{root}{group}/memory.stat", encoding="ascii") as handle:
+                stat = dict(line.split(None, 1) for line in handle if " " in line)
+        except OSError:
+            continue
+        if all(key in stat for key in keys):
+            return sum(int(stat[key]) for key in keys)
+    return None
 
 
 def foreign_compute_apps(module: AnsibleModule, nvidia_smi: str, own: set[int]) -> list[dict[str, Any]]:
@@ -285,13 +318,27 @@ def host_facts(module: AnsibleModule) -> dict[str, Any]:
     unit = unit_properties(module, p["unit"])
     own = unit_pids(unit.get("ControlGroup", ""))
     facts["compute_apps"] = foreign_compute_apps(module, p["nvidia_smi_path"], own) if facts.get("gpu_count") else []
-    facts["unit_memory_bytes"] = unit_memory(unit.get("MemoryCurrent", ""))
+    held = unreclaimable_memory(unit["ControlGroup"]) if unit.get("ControlGroup") else None
+    facts["unit_memory_bytes"] = held if held is not None else unit_memory(unit.get("MemoryCurrent", ""))
     facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
     errors = model_facts(facts, p)
     holder = port_holder(listeners(module, p["port"]), own) if p["port"] else None
     facts["errors"] = errors + conflicts(p["unit"], p["port"], facts["compute_apps"], holder)
     facts["notes"] = notes
+    observed = read_observed(p["observed_file"]) if p["observed_file"] else None
+    if observed is not None:
+        facts["startup_observed"] = observed
     return facts
+
+
+def read_observed(path: str) -> dict[str, Any] | None:
+    """The waiter's record of the last start; None when there is none or it is not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
@@ -299,6 +346,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "model_path": {"type": "path", "required": True},
     "draft_model_path": {"type": "path"},
     "port": {"type": "int"},
+    "observed_file": {"type": "path"},
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
 }
 

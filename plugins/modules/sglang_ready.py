@@ -62,6 +62,16 @@ options:
   status_file:
     description: JSON file the waiter writes its progress to on every poll.
     type: path
+  observed_file:
+    description:
+      - When the server is ready, the waiter writes what its start measured there (RV(startup), with the
+        time, the invocation, O(identity) and the load phases), for the capacity plan of the next run to
+        calibrate from. Written only for a start whose figures could be read.
+    type: path
+  identity:
+    description: The settings of the configuration that decide the memory before the KV pool, kept in O(observed_file).
+    type: dict
+    default: {}
   stall_timeouts:
     description:
       - Seconds each load phase may go without progress before the load counts as hung and the wait
@@ -217,6 +227,43 @@ n_restarts:
   type: int
   returned: when ready
   sample: 0
+startup:
+  description:
+    - What the start measured, read from its journal (module_utils sglang_startup), minimum across the
+      ranks of this host; null when the journal lacks the weight-load lines.
+  type: dict
+  returned: when ready
+  contains:
+    pre_load_free_bytes:
+      description: Free GPU memory before the weights loaded.
+      type: int
+      sample: 100738457928
+    after_weights_free_bytes:
+      description: Free GPU memory after the last weights loaded before the KV pool.
+      type: int
+      sample: 21249213972
+    weights_bytes:
+      description: What the weights took, the difference of the two.
+      type: int
+      sample: 79489243955
+    kv_tokens:
+      description: Tokens of the target's KV pool, per rank.
+      type: int
+      sample: 154998
+    ranks:
+      description: TP ranks whose lines were read.
+      type: int
+      sample: 8
+    loads:
+      description: Each weight load, with the architecture, seconds (SGLang's elapsed=) and memory used.
+      type: list
+      elements: dict
+      sample: [{"architecture": "KimiK25ForConditionalGeneration", "elapsed_s": 244.1, "usage_bytes": 79006171217}]
+    server_args:
+      description: The memory-deciding settings of the start's server_args line, when it has one.
+      type: dict
+      sample: {"tp_size": 8, "mem_fraction_static": 0.85}
+  sample: {"pre_load_free_bytes": 100738457928, "after_weights_free_bytes": 21249213972, "kv_tokens": 154998}
 fired_up_to_ready_s:
   description: Seconds from SGLang's "fired up and ready to roll" log line to the ready answer.
   type: float
@@ -249,6 +296,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils._stall import ALLOWE
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_startup import StartupLogError, relevant
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_startup import read as read_startup
 
 # SGLang's own log lines, in load order, as the pinned wheels 0.5.9 .. 0.5.23 write them (read from the
 # wheels: srt/model_executor/model_runner.py, srt/distributed/bootstrap.py, srt/mem_cache/*,
@@ -470,6 +519,7 @@ class Waiter:
         self.baseline_restarts = 0
         self.last_health = "not asked yet"
         self.state: dict[str, str] = {}
+        self.startup_lines: list[str] = []  # the followed invocation's lines that sglang_startup reads
 
     def elapsed(self) -> float:
         return round(self.clock.time() - self.started, 1)
@@ -527,6 +577,7 @@ class Waiter:
         for entry in entries:
             self.progress.feed(entry["message"], entry["ts"])
             self.progress.cursor = entry["cursor"] or self.progress.cursor
+            self.startup_lines += [line for line in re.split(r"[\r\n]+", entry["message"]) if relevant(line)]
 
     def poll(self) -> bool:
         self.state = self.host.unit_state(self.p["unit"])
@@ -566,7 +617,26 @@ class Waiter:
                        "n_restarts": int(self.state.get("NRestarts") or 0)})
         if self.progress.fired_up_at is not None:
             result["fired_up_to_ready_s"] = round(now - self.progress.fired_up_at, 2)
+        try:
+            result["startup"] = read_startup("\n".join(self.startup_lines)).as_dict()
+        except StartupLogError:
+            result["startup"] = None
+        if result["startup"] and self.p.get("observed_file"):
+            write_observed(self.p["observed_file"], {
+                "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "unit": self.p["unit"],
+                "invocation_id": self.followed, "identity": self.p.get("identity") or {},
+                "startup": result["startup"], "phases": result["phases"], "ready_after_s": result["elapsed_s"]})
         return result
+
+
+def write_observed(path: str, record: dict[str, Any]) -> None:
+    """The record, replaced atomically, readable by all (it holds no secret)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as stream:
+        json.dump(record, stream, indent=1, sort_keys=True)
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
 
 
 def finished_job(path: str) -> dict[str, Any] | None:
@@ -626,6 +696,8 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "health_timeout": {"type": "int", "default": 30},
     "journal_lines": {"type": "int", "default": 25},
     "status_file": {"type": "path"},
+    "observed_file": {"type": "path"},
+    "identity": {"type": "dict", "default": {}},
     "stall_timeouts": {"type": "dict", "default": {}},
     "shard_progress": {"type": "bool", "default": True},
     "jid": {"type": "str"},

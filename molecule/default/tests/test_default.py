@@ -26,8 +26,10 @@ ENV_PATH = "/etc/sglang/kimi.env"
 SERVED_NAME = "kimi k2.5 (molecule) 100% $HOME"
 QUOTING_PROBE = 'x $HOME 100% "quoted" `tick` back\\slash'
 API_KEY = "mol-SECRET-7f3a9c"
+OBSERVED = "/var/lib/sglang/kimi.observed.json"
 SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "SGLANG_SIM_LOAD_SECONDS": 6, "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
-               "SGLANG_SIM_GPU_DEVICES": 1, "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
+               "SGLANG_SIM_GPU_DEVICES": 1, "SGLANG_SIM_WEIGHT_GIB_PER_GPU": 71.71,
+               "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}
 
 
 def deploy(*extra: str) -> tuple[int, str, float]:
@@ -172,6 +174,8 @@ def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:
     rc, out, _seconds = deploy("--check", "--diff", "-e", "hicache_ratio=4.0")
     assert rc == 0, out[-3000:]
     assert "-    --hicache-ratio 2.0 \\" in out and "+    --hicache-ratio 4.0 \\" in out, out[-3000:]
+    # The plan is calibrated from what the converged start measured (HiCache does not change it).
+    assert "calibrated from the start of" in out and "on this host" in out, out[-3000:]
     assert files_digest(host) == digest
     assert show(host, "InvocationID", "MainPID") == before
 
@@ -186,6 +190,13 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     assert starts(host) == started_before + 1
     assert show(host, "NRestarts")["NRestarts"] == "0"
     assert healthy(host)
+    # The waiter recorded what this start measured, for the next plan to calibrate from.
+    record = json.loads(host.file(OBSERVED).content_string)
+    assert record["invocation_id"] == show(host, "InvocationID")["InvocationID"]
+    logged = re.findall(r"KV Cache is allocated\..*?#tokens: (\d+)", host.check_output(
+        f"journalctl _SYSTEMD_INVOCATION_ID={record['invocation_id']} --no-pager -o cat"))
+    assert record["startup"]["kv_tokens"] == int(logged[0]) and record["startup"]["ranks"] == 8
+    assert host.file(OBSERVED).mode == 0o644
     progress = re.findall(r"\[sglang-molecule-default\] sglang-kimi.service: loading weights (\d+)%", out)
     assert progress, "no load progress was shown while waiting:\n" + out[-3000:]
     ready = re.search(r"ready after ([\d.]+) s.*?fired up\\\" log line came ([\d.]+) s before", out)
@@ -207,6 +218,7 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
      "sglang_served_model_name"),
     (["-e", "sglang_service_hardening=Strict"], "sglang_service_hardening"),
     (["-e", "hicache_raito=3.0"], "hicache_raito"),
+    (["-e", "mem_fraction_static=0.88"], "mem_fraction_static"),  # sglang_mem_fraction_static without its prefix
     (["-e", "__sglang_service_restart_decided=true"], "__sglang_service_restart_decided"),
     (["-e", "sglang_rolling_serial=0"], "sglang_rolling_serial"),
     (["-e", "sglang_port=80"], "sglang_port"),
@@ -249,3 +261,23 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     rc, out, _seconds = deploy("-e", "hicache_ratio=3.0")
     assert rc == 0, out[-3000:]
     assert healthy(host)
+
+
+# --- calibration: the plan from what the last start measured ----------------------------------------
+
+def test_a_new_mem_fraction_is_planned_from_the_recorded_start_and_the_server_allocates_it(host: Any) -> None:
+    """deploy at 0.85 (converge) -> figures recorded -> plan for 0.88 calibrated from them -> deploy at 0.88
+    -> the pool the simulator allocates is within 1 % of the plan. The simulator's weights per GPU are not
+    the inventory's checkpoint size / TP, so an uncalibrated plan would be far off."""
+    before = json.loads(host.file(OBSERVED).content_string)
+    rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", "sglang_mem_fraction_static=0.88")
+    assert rc == 0, out[-3000:]
+    assert "calibrated from the start of " + before["recorded_at"] + " on this host" in out, out[-3000:]
+    planned = int(re.search(r"GPU KV pool, per rank +([\d,]+) tokens", out).group(1).replace(",", ""))
+    record = json.loads(host.file(OBSERVED).content_string)
+    assert record["invocation_id"] != before["invocation_id"]
+    allocated = record["startup"]["kv_tokens"]
+    print(f"MEASURED calibration loop: recorded at 0.85 {before['startup']['kv_tokens']} tokens per rank; planned at "
+          f"0.88 {planned}; allocated at 0.88 {allocated} ({(allocated - planned) / planned:+.2%}); {seconds:.1f} s")
+    assert abs(allocated - planned) <= 0.01 * planned
+    assert "KV tokens per rank, the plan" not in out  # no mismatch warning after the restart

@@ -63,6 +63,10 @@ def test_crash_after_ready_is_restarted_by_systemd_and_counted(host: Any) -> Non
     assert rc == 0, out[-3000:]
     rows = json.loads(Path("/tmp/faults-status.json").read_text())
     assert rows[0]["restarts"] == 1 and rows[0]["healthy"], rows
+    # The pool the last start allocated (recorded by the readiness waiter at converge; a crash restart is not
+    # waited for, so the record is the converge's), beside the plan's when the inventory can plan offline.
+    assert int(rows[0]["kv_tokens_observed"]) > 0, rows
+    print(f"MEASURED status KV pool planned {rows[0]['kv_tokens_planned']}, seen {rows[0]['kv_tokens_observed']}")
     print("MEASURED status after a crash:\n" + "\n".join(line for line in out.splitlines() if "sglang-molecule" in line
                                                          and "active" in line))
 

@@ -70,13 +70,15 @@ ROW = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health
 
 @pytest.mark.parametrize("metrics", [METRICS, ops.metrics(METRICS)], ids=["text", "parsed"])
 def test_status_table_shows_a_row_per_server(metrics: object) -> None:
-    lines = ops.status_table([dict(ROW, metrics=metrics), dict(ROW, host="gpu-node-2", healthy=False, health=503,
-                                                               drift=True, metrics={})]).splitlines()
+    lines = ops.status_table([dict(ROW, metrics=metrics, kv_tokens_planned=314297, kv_tokens_observed=154998),
+                              dict(ROW, host="gpu-node-2", healthy=False, health=503, drift=True, metrics={},
+                                   kv_tokens_planned="314297", kv_tokens_observed=None)]).splitlines()
     assert lines[0].split() == ["host", "state", "health", "uptime", "restarts", "version", "config", "KV", "used",
-                                "host", "KV", "used"]
+                                "host", "KV", "used", "KV", "pool", "planned", "KV", "pool", "seen"]
     assert lines[2].split() == ["gpu-node-1", "active/running", "ok", "1h02m", "0", "0.5.23", "in", "sync", "42%",
-                                "25%"]
-    assert lines[3].split() == ["gpu-node-2", "active/running", "503", "1h02m", "0", "0.5.23", "DRIFT", "-", "-"]
+                                "25%", "314,297", "154,998"]
+    assert lines[3].split() == ["gpu-node-2", "active/running", "503", "1h02m", "0", "0.5.23", "DRIFT", "-", "-",
+                                "314,297", "-"]
 
 
 def test_files_to_copy_lists_what_the_host_lacks_or_holds_otherwise(tmp_path: Path) -> None:

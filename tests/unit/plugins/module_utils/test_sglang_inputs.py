@@ -91,3 +91,14 @@ def test_router_flags_the_deploy_owns_or_that_carry_secrets_are_refused(flag: st
 
 def test_router_flags_that_only_look_like_secrets_are_accepted() -> None:
     assert errors(sglang_router_extra_args={"tokenizer-path": "/m", "server-key-path": "/k", "max-tree-size": 9}) == []
+
+
+def test_one_of_our_variables_without_its_prefix_is_refused_when_given_with_dash_e() -> None:
+    """-e mem_fraction_static=0.88 would be ignored silently; in the inventory the name may be another tool's."""
+    given = {"mem_fraction_static": 0.88, "tp_size": 4, "api_key": "k", "hicache_ratio": 2.0}
+    found = check(given, list(given), SPECS, command_line={"mem_fraction_static", "tp_size", "hicache_ratio"})
+    assert found == [
+        "mem_fraction_static: is not a variable of sglang-deploy and would be ignored; allowed: did you mean "
+        "sglang_mem_fraction_static?",
+        "tp_size: is not a variable of sglang-deploy and would be ignored; allowed: did you mean sglang_tp_size?"]
+    assert check(given, list(given), SPECS) == []  # the same names from the inventory: left alone

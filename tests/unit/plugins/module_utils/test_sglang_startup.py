@@ -196,3 +196,21 @@ def test_a_sparse_attention_model_is_outside_the_formula_and_the_plan_says_so() 
                               gpu_reserved_bytes=0)
     assert start.loads[0].architecture == "GlmMoeDsaForCausalLM"
     assert 0.85 < tokens / 3199575 < 0.95
+
+
+def test_the_host_s_recorded_start_calibrates_the_next_plan_of_the_same_configuration() -> None:
+    config = {"version": "0.5.23", "settings": {"model_path": {"value": "/models/kimi-k2.5"}, "tp_size": {"value": 8},
+                                                "mem_fraction_static": {"value": 0.9}}}
+    observed = {"recorded_at": "2026-12-01T10:00:00Z", "identity": preflight.memory_identity(config),
+                "startup": read(log("0.5.23")).as_dict()}
+    assert observed["identity"] == {"version": "0.5.23", "model_path": "/models/kimi-k2.5", "tp_size": 8}
+    calibrated, warnings = preflight._from_observed(inputs("0.5.23"), config, observed)
+    assert warnings == [] and calibrated.calibration["source"] == "the start of 2026-12-01T10:00:00Z on this host"
+    assert plan(calibrated)["device_kv_tokens"] == 154998
+    # Another tp_size on the host: an estimate, and the plan says which setting differs.
+    other = dict(observed, identity=dict(observed["identity"], tp_size=4))
+    kept, warnings = preflight._from_observed(inputs("0.5.23"), config, other)
+    assert not kept.measured_pre_load_free_bytes
+    assert warnings == ["not calibrated: the start of 2026-12-01T10:00:00Z on this host ran another configuration "
+                        "(tp_size: the recorded start ran 4, the plan has 8); " + preflight.ESTIMATE]
+    assert preflight._from_observed(inputs("0.5.23"), config, None) == (inputs("0.5.23"), [])

@@ -116,3 +116,27 @@ def test_the_module_reports_every_problem_without_failing(
     assert found["errors"][0].startswith("sglang_model_path: ") and found["errors"][1].startswith("sglang_port: 30000")
     assert "nvidia-smi is not installed" in found["notes"][0] and found["compute_apps"] == []
     assert found["unit_memory_bytes"] == 0 and found["host_mem_available_bytes"] > 0
+
+
+def test_the_recorded_start_is_read_when_there_is_one(tmp_path: Path) -> None:
+    record = tmp_path / "kimi.observed.json"
+    assert facts_mod.read_observed(str(record)) is None
+    data = {"recorded_at": "2026-12-01T10:00:00Z", "startup": {"kv_tokens": 154998}}
+    record.write_text(json.dumps(data))
+    assert facts_mod.read_observed(str(record)) == data
+    record.write_text("[1, 2]")
+    assert facts_mod.read_observed(str(record)) is None
+
+
+def test_what_the_unit_holds_is_its_anonymous_and_shared_memory_not_its_page_cache(tmp_path: Path) -> None:
+    """MemAvailable counts page cache already; adding the unit's file pages (MemoryCurrent) counted them twice."""
+    group = "/system.slice/sglang-kimi.service"
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    roots = ((str(v2), ("anon", "shmem")), (str(v1), ("total_rss", "total_shmem")))
+    assert facts_mod.unreclaimable_memory(group, roots) is None
+    (v1 / group.strip("/")).mkdir(parents=True)
+    (v1 / group.strip("/") / "memory.stat").write_text("cache 900\ntotal_rss 100\ntotal_shmem 20\n")
+    assert facts_mod.unreclaimable_memory(group, roots) == 120
+    (v2 / group.strip("/")).mkdir(parents=True)
+    (v2 / group.strip("/") / "memory.stat").write_text("anon 300000\nfile 9000000\nshmem 4000\nunevictable 300000\n")
+    assert facts_mod.unreclaimable_memory(group, roots) == 304000

@@ -404,3 +404,33 @@ def test_a_host_without_systemctl_fails_the_wait_with_the_reason(
     result = run_module(sglang_ready.main, {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:9/health_generate"})
     assert result["failed"] is True and result["finished"] is True and result["ready"] is False
     assert result["msg"] == "systemctl is not installed"
+
+
+# ---- what the start measured ----------------------------------------------------------------------
+
+def test_a_ready_start_returns_and_records_what_it_measured(tmp_path: Path) -> None:
+    """The followed invocation's journal (a pinned version's real format, two ranks) gives the figures the
+    next plan calibrates from; they are written with the configuration's identity."""
+    journal = [("old", "[t TP0] Load weight begin. avail mem=50.00 GB")]  # another invocation: not read
+    journal += [("new", line) for line in (FIXTURES / "startup-0.5.23.log").read_text().splitlines()]
+    fake = FakeHost([active("new")], journal=journal, health_from=1)
+    observed = tmp_path / "state" / "kimi.observed.json"
+    params = dict(PARAMS, observed_file=str(observed), identity={"tp_size": 8, "version": "0.5.23"})
+    result = sglang_ready.Waiter(params, fake, FakeClock()).run()
+    startup = result["startup"]
+    assert startup["kv_tokens"] == 154998 and startup["ranks"] == 2
+    assert startup["pre_load_free_bytes"] == round(93.82 * (1 << 30))
+    assert [load["architecture"] for load in startup["loads"]] == ["KimiK25ForConditionalGeneration",
+                                                                   "LlamaForCausalLMEagle3"]
+    record = json.loads(observed.read_text())
+    assert record["startup"] == startup and record["identity"] == {"tp_size": 8, "version": "0.5.23"}
+    assert record["invocation_id"] == "new" and record["recorded_at"].endswith("Z")
+    assert oct(observed.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_start_without_the_weight_lines_records_nothing(tmp_path: Path) -> None:
+    fake = FakeHost([active("new")], journal=[("new", "[t] The server is fired up and ready to roll!")],
+                    health_from=1)
+    observed = tmp_path / "kimi.observed.json"
+    result = sglang_ready.Waiter(dict(PARAMS, observed_file=str(observed)), fake, FakeClock()).run()
+    assert result["startup"] is None and not observed.exists()

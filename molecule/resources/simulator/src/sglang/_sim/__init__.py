@@ -19,8 +19,11 @@ SGLANG_SIM_TOKEN_SECONDS        0.005     time per generated token (a request ta
 SGLANG_SIM_DRAIN_LOG_SECONDS    5         interval of "Gracefully exiting... Remaining
                                           number of requests N" while draining after SIGTERM
 SGLANG_SIM_GPU_MEM_GIB          95.6      simulated memory of each GPU (GiB)
-SGLANG_SIM_WEIGHT_GIB_PER_GPU   68        simulated weights per GPU (GiB); device KV tokens =
-                                          (gpu x mem_fraction_static - weights) / bytes per token
+SGLANG_SIM_WEIGHT_GIB_PER_GPU   68        the true weights per GPU (GiB), which may differ from
+                                          checkpoint size / TP as on a real host; device KV
+                                          tokens follow the version's formula (the planner's)
+SGLANG_SIM_DRAFT_WEIGHT_GIB_PER_GPU 0.45  the draft's weights per GPU (GiB); from 0.5.14 the draft
+                                          loads before the KV pool and is logged like SGLang
 SGLANG_SIM_MEM_AVAILABLE_GB     (unset)   host memory available for the hicache check (GB,
                                           1e9); unset = MemAvailable from /proc/meminfo
 SGLANG_SIM_DIST_TIMEOUT         60        multi-node: seconds a peer retries to reach rank 0,

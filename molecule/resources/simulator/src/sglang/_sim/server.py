@@ -17,7 +17,7 @@ from sglang._sim.dist import DistError, Rendezvous, nccl_remote_error
 from sglang._sim.engine import Engine
 from sglang._sim.http_api import Api, DummyHealthApi, State, display_url, make_server, self_request, serve_in_thread
 from sglang._sim.logs import Frame
-from sglang._sim.model import ModelInfo, capacity, kv_bytes_per_token
+from sglang._sim.model import ModelError, ModelInfo, capacity, kv_bytes_per_token, load_model
 from sglang._sim.settings import Settings, SettingsError, from_env
 from sglang.version import __version__
 
@@ -39,10 +39,16 @@ class Memory:
     kv_tokens: int
     kv_gib: float
     cell: int
+    draft_weights: float = 0.0  # loaded before the KV pool (0.5.14+), else 0
+    draft_arch: str = ""
+
+    @property
+    def avail_after_target(self) -> float:
+        return self.avail_begin - self.weights
 
     @property
     def avail_after_weights(self) -> float:
-        return self.avail_begin - self.weights
+        return self.avail_begin - self.weights - self.draft_weights
 
     @property
     def avail_after_kv(self) -> float:
@@ -53,20 +59,44 @@ class Memory:
         return self.avail_after_kv - GRAPH_MEM_GIB
 
 
-def plan_memory(args: cli.Args, model: ModelInfo, settings: Settings) -> Memory:
-    """Device KV tokens by the capacity planner's rule (SGLang's profile step), so what the simulator
-    allocates is what the deploy's plan predicts."""
+def draft_model(args: cli.Args) -> ModelInfo | None:
+    """The speculative draft, when there is one to load (EAGLE-family with a draft path)."""
+    path = args.get("speculative_draft_model_path")
+    if not args.get("speculative_algorithm") or not path:
+        return None
+    try:
+        return load_model(str(path))
+    except ModelError:
+        return None
+
+
+def plan_memory(args: cli.Args, model: ModelInfo, settings: Settings, version: str = __version__) -> Memory:
+    """Device KV tokens by SGLang's profile step for the version, as the planner models it: free memory
+    before the load minus the true weights (SGLANG_SIM_WEIGHT_GIB_PER_GPU, and from 0.5.14 the draft's),
+    the (1 - mem_fraction_static) share and, from 0.5.18, a multimodal model's reserve, divided by the
+    bytes per token the version charges (from 0.5.14 with the draft's share)."""
+    version = version.split("+", 1)[0]
     cell = kv_bytes_per_token(model, args.get("kv_cache_dtype"), int(args.get("tp_size") or 1))
-    tokens = capacity.device_kv_tokens(int(settings.gpu_mem_gib * GIB), int(settings.weight_gib_per_gpu * GIB),
-                                       float(args["mem_fraction_static"]), cell,
+    draft = draft_model(args)
+    draft_first = draft is not None and capacity.at_least(version, "0.5.14")
+    shape = capacity.model_shape(model.config)
+    draft_layers = capacity.model_shape(draft.config).draft_layers if draft is not None else 0
+    charged = capacity.charged_bytes_per_token(version, cell, shape.layers, draft_layers)
+    reserve = capacity.MULTIMODAL_RESERVE_BYTES if shape.multimodal and capacity.at_least(version, "0.5.18") else 0
+    draft_weights = settings.draft_weight_gib_per_gpu if draft_first else 0.0
+    tokens = capacity.device_kv_tokens(int(settings.gpu_mem_gib * GIB),
+                                       int((settings.weight_gib_per_gpu + draft_weights) * GIB),
+                                       float(args["mem_fraction_static"]), charged,
                                        gpu_reserved_bytes=int(CUDA_CONTEXT_GIB * GIB),
-                                       page_size=int(args.get("page_size") or 1))
+                                       reserved_after_load_bytes=reserve, page_size=int(args.get("page_size") or 1))
     return Memory(
         avail_begin=settings.gpu_mem_gib - CUDA_CONTEXT_GIB,
         weights=settings.weight_gib_per_gpu,
         kv_tokens=tokens,
         kv_gib=tokens * cell / GIB,
         cell=cell,
+        draft_weights=draft_weights,
+        draft_arch=draft.architecture if draft_first and draft is not None else "",
     )
 
 
@@ -160,7 +190,11 @@ class Simulator:
         self.load_weights(SHARES[1] * self.settings.load_seconds)
         mark = time.monotonic()
         self.each_rank(msg.LOAD_END.format(elapsed=mark - weights_start, arch=self.model.architecture,
-                                           avail=memory.avail_after_weights, usage=memory.weights))
+                                           avail=memory.avail_after_target, usage=memory.weights))
+        if memory.draft_arch:  # 0.5.14+: the draft loads before the KV pool is sized
+            self.each_rank(msg.LOAD_BEGIN.format(avail=memory.avail_after_target))
+            self.each_rank(msg.LOAD_END.format(elapsed=0.05, arch=memory.draft_arch,
+                                               avail=memory.avail_after_weights, usage=memory.draft_weights))
         if memory.kv_tokens <= 0:
             self.crash(msg.KV_FRAMES, msg.NOT_ENOUGH_GPU_MEMORY, self.ranks)
         self.log_kv(memory)

@@ -31,6 +31,7 @@ class Settings:
     drain_log_seconds: float = 5.0
     gpu_mem_gib: float = 95.6
     weight_gib_per_gpu: float = 68.0
+    draft_weight_gib_per_gpu: float = 0.45
     mem_available_gb: float | None = None
     dist_timeout: float = 60.0
     health_timeout: float = 20.0
@@ -79,6 +80,7 @@ def from_env(env: Mapping[str, str]) -> Settings:
         drain_log_seconds=max(_float(env, PREFIX + "DRAIN_LOG_SECONDS", 5.0), 0.05),
         gpu_mem_gib=_float(env, PREFIX + "GPU_MEM_GIB", 95.6),
         weight_gib_per_gpu=_float(env, PREFIX + "WEIGHT_GIB_PER_GPU", 68.0),
+        draft_weight_gib_per_gpu=_float(env, PREFIX + "DRAFT_WEIGHT_GIB_PER_GPU", 0.45),
         mem_available_gb=_float(env, PREFIX + "MEM_AVAILABLE_GB", 0.0) if available else None,
         dist_timeout=_float(env, PREFIX + "DIST_TIMEOUT", 60.0),
         health_timeout=_float(env, "SGLANG_HEALTH_CHECK_TIMEOUT", 20.0),
