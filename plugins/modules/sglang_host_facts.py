@@ -163,6 +163,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
+from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
@@ -325,20 +326,10 @@ def host_facts(module: AnsibleModule) -> dict[str, Any]:
     holder = port_holder(listeners(module, p["port"]), own) if p["port"] else None
     facts["errors"] = errors + conflicts(p["unit"], p["port"], facts["compute_apps"], holder)
     facts["notes"] = notes
-    observed = read_observed(p["observed_file"]) if p["observed_file"] else None
+    observed = read_object(p["observed_file"]) if p["observed_file"] else None
     if observed is not None:
         facts["startup_observed"] = observed
     return facts
-
-
-def read_observed(path: str) -> dict[str, Any] | None:
-    """The waiter's record of the last start; None when there is none or it is not a JSON object."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            data = json.load(stream)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {

@@ -292,6 +292,7 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object, replace_atomically
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import ALLOWED as STALL_ALLOWED
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
@@ -348,6 +349,7 @@ class Progress:
         self.cursor: str | None = None
         self.moved_at: float | None = None  # the last sign of progress (journal time)
         self.last_line = ""
+        self.startup_lines: list[str] = []  # the lines sglang_startup reads (memory figures, server_args)
 
     def begin(self, now: float) -> None:
         """The followed invocation runs: the stall clock starts now, in phase "starting"."""
@@ -356,6 +358,8 @@ class Progress:
 
     def feed(self, message: str, timestamp: float) -> None:
         for line in re.split(r"[\r\n]+", message):
+            if relevant(line):
+                self.startup_lines.append(line)  # what sglang_startup reads once the server is ready
             moved = self._shards(line)
             for index, (marker, name, stall) in enumerate(PHASES):
                 if not marker.search(line):
@@ -487,22 +491,8 @@ def journal_excerpt(host: Host, invocation: str, count: int) -> str:
 
 
 def write_status(path: str | None, status: dict[str, Any]) -> None:
-    if not path:
-        return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(status, handle)
-    os.replace(tmp, path)
-
-
-def read_json(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    if path:
+        replace_atomically(path, status)
 
 
 class Waiter:
@@ -519,7 +509,6 @@ class Waiter:
         self.baseline_restarts = 0
         self.last_health = "not asked yet"
         self.state: dict[str, str] = {}
-        self.startup_lines: list[str] = []  # the followed invocation's lines that sglang_startup reads
 
     def elapsed(self) -> float:
         return round(self.clock.time() - self.started, 1)
@@ -577,7 +566,6 @@ class Waiter:
         for entry in entries:
             self.progress.feed(entry["message"], entry["ts"])
             self.progress.cursor = entry["cursor"] or self.progress.cursor
-            self.startup_lines += [line for line in re.split(r"[\r\n]+", entry["message"]) if relevant(line)]
 
     def poll(self) -> bool:
         self.state = self.host.unit_state(self.p["unit"])
@@ -618,25 +606,15 @@ class Waiter:
         if self.progress.fired_up_at is not None:
             result["fired_up_to_ready_s"] = round(now - self.progress.fired_up_at, 2)
         try:
-            result["startup"] = read_startup("\n".join(self.startup_lines)).as_dict()
+            result["startup"] = read_startup("\n".join(self.progress.startup_lines)).as_dict()
         except StartupLogError:
             result["startup"] = None
         if result["startup"] and self.p.get("observed_file"):
-            write_observed(self.p["observed_file"], {
+            replace_atomically(self.p["observed_file"], mode=0o644, data={  # no secret in it: readable by all
                 "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "unit": self.p["unit"],
                 "invocation_id": self.followed, "identity": self.p.get("identity") or {},
                 "startup": result["startup"], "phases": result["phases"], "ready_after_s": result["elapsed_s"]})
         return result
-
-
-def write_observed(path: str, record: dict[str, Any]) -> None:
-    """The record, replaced atomically, readable by all (it holds no secret)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=1, sort_keys=True)
-    os.chmod(partial, 0o644)
-    os.replace(partial, path)
 
 
 def finished_job(path: str) -> dict[str, Any] | None:
@@ -646,7 +624,7 @@ def finished_job(path: str) -> dict[str, Any] | None:
     starts, and replaces it with the module's result (or a failure of its own, such as its time limit)
     when it ends; a file it is still writing does not parse. async_status reads it by the same rules.
     """
-    job = read_json(path)
+    job = read_object(path)
     if job is None or ("started" in job and not job.get("finished")):
         return None
     job.pop("invocation", None)  # the waiter's own arguments, not part of its result
@@ -662,7 +640,7 @@ def poll_job(module: AnsibleModule) -> NoReturn:
         module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']}", finished=True)
     result = finished_job(path)
     if result is None:
-        module.exit_json(changed=False, finished=False, sglang_progress=read_json(p["status_file"]) or {})
+        module.exit_json(changed=False, finished=False, sglang_progress=read_object(p["status_file"]) or {})
     os.remove(path)
     if result.get("failed"):
         module.fail_json(msg=result.pop("msg", "the readiness waiter failed"), **result)

@@ -118,16 +118,6 @@ def test_the_module_reports_every_problem_without_failing(
     assert found["unit_memory_bytes"] == 0 and found["host_mem_available_bytes"] > 0
 
 
-def test_the_recorded_start_is_read_when_there_is_one(tmp_path: Path) -> None:
-    record = tmp_path / "kimi.observed.json"
-    assert facts_mod.read_observed(str(record)) is None
-    data = {"recorded_at": "2026-12-01T10:00:00Z", "startup": {"kv_tokens": 154998}}
-    record.write_text(json.dumps(data))
-    assert facts_mod.read_observed(str(record)) == data
-    record.write_text("[1, 2]")
-    assert facts_mod.read_observed(str(record)) is None
-
-
 def test_what_the_unit_holds_is_its_anonymous_and_shared_memory_not_its_page_cache(tmp_path: Path) -> None:
     """MemAvailable counts page cache already; adding the unit's file pages (MemoryCurrent) counted them twice."""
     group = "/system.slice/sglang-kimi.service"
