@@ -29,7 +29,8 @@ from typing import Any
 
 GIB = 1 << 30
 
-_RANK = re.compile(r"^\[[^\]]*?\bTP(\d+)\b[^\]]*\]\s?")
+# SGLang's own prefix, "[<time> TP<n>]", anywhere: a journal's prefix may come before it.
+_RANK = re.compile(r"\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
 _BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
 _END = re.compile(r"Load weight end\. (?P<rest>.*?)avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB")
 _ELAPSED = re.compile(r"elapsed=([\d.]+) s")

@@ -100,7 +100,7 @@ def test_the_last_start_of_a_journal_counts() -> None:
     assert read(log("0.5.23") + first).pre_load_free_bytes == round(90.00 * GIB)
     # A journal's own prefix before SGLang's, and a start that crashed after its weights, still count.
     journal = "\n".join(f"Dec 01 10:00:00 gpu-node-1 python[123]: {line}" for line in log("0.5.23").splitlines())
-    assert read(journal).kv_tokens == 154998
+    assert read(journal).kv_tokens == 154998 and len(read(journal).ranks) == 2  # each rank its own
     crashed = "\n".join(line for line in log("0.5.23").splitlines() if "KV Cache" not in line
                         and "max_total_num_tokens" not in line)
     assert read(crashed).kv_tokens is None and read(crashed).after_weights_free_bytes == round(19.79 * GIB)
@@ -128,12 +128,12 @@ def test_preflight_refuses_an_unusable_log_and_warns_on_another_configuration() 
     facts = {"gpu_memory_mib": 97887, "model_config": KIMI_K25, "draft_config": EAGLE3,
              "host_mem_available_bytes": int(449e9)}
     good = preflight._calibrated(inputs("0.5.23"), {"text": log("0.5.23"), "source": "s.log"})
-    assert good[0].measured_pre_load_free_bytes and good[1:] == ([], [])
+    assert good[0].calibration and good[1:] == ([], [])
     bad = preflight._calibrated(inputs("0.5.23"), {"text": "nothing", "source": "s.log"})
     assert bad[1] and bad[1][0].startswith("sglang_startup_log: s.log: the startup log has no 'Load weight begin")
     text = "[t] server_args=ServerArgs(tp_size=8)\n" + log("0.5.23")
     other = preflight._calibrated(replace(inputs("0.5.23"), tp_size=4), {"text": text, "source": "s.log"})
-    assert not other[0].measured_pre_load_free_bytes
+    assert not other[0].calibration
     assert other[2][0].startswith("sglang_startup_log: s.log is not a start of this configuration (tp_size: the log "
                                   "ran 8, the plan has 4)")
     assert preflight.missing_for_plan(facts, calibrating=True) == []
@@ -210,7 +210,7 @@ def test_the_host_s_recorded_start_calibrates_the_next_plan_of_the_same_configur
     # Another tp_size on the host: an estimate, and the plan says which setting differs.
     other = dict(observed, identity=dict(observed["identity"], tp_size=4))
     kept, warnings = preflight._from_observed(inputs("0.5.23"), config, other)
-    assert not kept.measured_pre_load_free_bytes
+    assert not kept.calibration
     assert warnings == ["not calibrated: the start of 2026-12-01T10:00:00Z on this host ran another configuration "
                         "(tp_size: the recorded start ran 4, the plan has 8); " + preflight.ESTIMATE]
     assert preflight._from_observed(inputs("0.5.23"), config, None) == (inputs("0.5.23"), [])
