@@ -220,6 +220,30 @@ def device_kv_tokens(gpu_memory_bytes: int, weight_bytes_per_gpu: int, mem_fract
     return tokens // page * page
 
 
+@dataclass(frozen=True)
+class DevicePool:
+    """The device KV pool of one rank as a version sizes it, and what went into it."""
+
+    tokens: int
+    charged_bytes_per_token: int  # what the budget is divided by (the draft's share from 0.5.14)
+    weights_bytes: int            # weights counted before the pool (the draft's too from 0.5.14)
+    reserve_bytes: int            # a multimodal model's reserve (0.5.18+)
+
+
+def device_pool(version: str, pre_load_free_bytes: int, weight_bytes: int, draft_weight_bytes: int,
+                mem_fraction_static: float, cell: int, target_layers: int, draft_layers: int, multimodal: bool,
+                *, page_size: int = 1, max_total_tokens: int | None = None) -> DevicePool:
+    """device_kv_tokens with what each version adds: the draft's weights loaded before the pool and its
+    share of each token from 0.5.14 (charged_bytes_per_token), the multimodal reserve from 0.5.18. The
+    planner sizes the pool with it, and so does the simulator, from its true weights."""
+    weights = weight_bytes + (draft_weight_bytes if at_least(version, "0.5.14") else 0)
+    charged = charged_bytes_per_token(version, cell, target_layers, draft_layers)
+    reserve = MULTIMODAL_RESERVE_BYTES if multimodal and at_least(version, "0.5.18") else 0
+    tokens = device_kv_tokens(pre_load_free_bytes, weights, mem_fraction_static, charged, gpu_reserved_bytes=0,
+                              reserved_after_load_bytes=reserve, page_size=page_size, max_total_tokens=max_total_tokens)
+    return DevicePool(tokens, charged, weights, reserve)
+
+
 # --- host pool ------------------------------------------------------------------------------
 
 def default_hicache_ratio(version: str, host_memory_mode: str = "cache") -> float:

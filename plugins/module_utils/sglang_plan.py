@@ -19,7 +19,6 @@ from .sglang_capacity import (
     DRAFT_KV_ALGORITHMS,
     HOST_LARGER_THAN_DEVICE,
     HOST_RESERVE_BYTES,
-    MULTIMODAL_RESERVE_BYTES,
     SHAPE_KEYS,
     SPECULATIVE_ALGORITHMS,
     SPECULATIVE_MAX_RUNNING_REQUESTS,
@@ -28,9 +27,8 @@ from .sglang_capacity import (
     at_least,
     auto_hicache_ratio,
     auto_sizing,
-    charged_bytes_per_token,
     default_hicache_ratio,
-    device_kv_tokens,
+    device_pool,
     draft_host_pool_tokens,
     draft_kv_bytes_per_token,
     dtype_bytes,
@@ -76,16 +74,14 @@ class PlanInputs:
     max_total_tokens: int | None = None
     sources: dict[str, str] = field(default_factory=dict)  # input -> what set it, for messages
     what_if: bool = True
-    # Calibration (calibrate()): what a start of this configuration measured, per rank. Zero: estimate.
-    measured_pre_load_free_bytes: int = 0
-    measured_weights_bytes: int = 0
+    # Calibration (calibrate()): what a start of this configuration measured, per rank, with its source;
+    # empty for an estimate.
     calibration: dict[str, Any] = field(default_factory=dict)
 
 
 def input_names() -> dict[str, str]:
     """Plan input -> the variable behind it, from the settings and facts tables."""
     names = {"avg_seq_len": "sglang_plan_avg_seq_len", "cgroup_headroom_bytes": "the service's cgroup memory limit",
-             "measured_pre_load_free_bytes": "sglang_startup_log", "measured_weights_bytes": "sglang_startup_log",
              "calibration": "sglang_startup_log"}
     names.update({s.plan: s.var or f"sglang_extra_args[{s.flag[2:]!r}]" for s in table.SETTINGS if s.plan})
     names.update({f.plan: f.about or f.var for f in FACTS if f.plan})
@@ -102,7 +98,7 @@ def _check_inputs(inputs: PlanInputs, problems: Problems) -> None:
         problems.error("mem_fraction_static", f"{inputs.mem_fraction_static} is out of range; allowed: between 0 and 1")
     if inputs.gpu_memory_bytes <= 0:
         problems.error("gpu_memory_bytes", "is not known; allowed: the memory of one GPU (nvidia-smi memory.total)")
-    if inputs.weight_bytes_per_gpu <= 0 and not inputs.measured_pre_load_free_bytes:
+    if inputs.weight_bytes_per_gpu <= 0 and not inputs.calibration:
         problems.error("weight_bytes_per_gpu", "is not known; allowed: the sum of the model's safetensors files / "
                        "tp_size, or an inventory value")
     if inputs.avg_seq_len < 1:
@@ -156,23 +152,23 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
         problems.warn("draft_config", f"no draft config.json given; the plan leaves out the {algorithm} draft's KV")
     draft_layers = draft.draft_layers if draft else 0
     if (draft and not inputs.draft_weight_bytes_per_gpu and at_least(inputs.version, "0.5.14")
-            and not inputs.measured_pre_load_free_bytes):
+            and not inputs.calibration):
         problems.warn("draft_weight_bytes_per_gpu", f"is not known; sglang {inputs.version} loads the draft before "
                       "it sizes the KV pool, so its weights (sum of the draft's safetensors / tp_size) come off "
                       "the device tokens")
-    charged = charged_bytes_per_token(inputs.version, cell, shape.layers, draft_layers)
     # 0.5.14+ loads the draft before the KV budget is measured ("draft weights are now counted").
     draft_weights_first = at_least(inputs.version, "0.5.14")
-    weights = inputs.weight_bytes_per_gpu + (inputs.draft_weight_bytes_per_gpu if draft_weights_first else 0)
     pre = inputs.gpu_memory_bytes - inputs.gpu_reserved_bytes
-    if inputs.measured_pre_load_free_bytes:  # calibrated: what SGLang itself measured before and after the load
-        pre, weights = inputs.measured_pre_load_free_bytes, inputs.measured_weights_bytes
-    mm_reserve = MULTIMODAL_RESERVE_BYTES if shape.multimodal and at_least(inputs.version, "0.5.18") else 0
+    weight_bytes, draft_weight_bytes = inputs.weight_bytes_per_gpu, inputs.draft_weight_bytes_per_gpu
+    if inputs.calibration:  # what SGLang itself measured before and after the load, the draft's weights included
+        pre, weight_bytes = int(inputs.calibration["pre_load_free_bytes"]), int(inputs.calibration["weights_bytes"])
+        draft_weight_bytes = 0
     mfs = float(inputs.mem_fraction_static or 0.0)
     slack = int(pre * (1 - mfs))
-    tokens = device_kv_tokens(pre, weights, mfs, charged, gpu_reserved_bytes=0,
-                              reserved_after_load_bytes=mm_reserve, page_size=inputs.page_size,
-                              max_total_tokens=inputs.max_total_tokens)
+    pool = device_pool(inputs.version, pre, weight_bytes, draft_weight_bytes, mfs, cell, shape.layers, draft_layers,
+                       shape.multimodal, page_size=inputs.page_size, max_total_tokens=inputs.max_total_tokens)
+    tokens, charged, weights, mm_reserve = (pool.tokens, pool.charged_bytes_per_token, pool.weights_bytes,
+                                            pool.reserve_bytes)
     if tokens <= 0:
         need = 1 - (pre - weights) / pre if pre > 0 else 1.0
         problems.error("mem_fraction_static", f"{mfs:g} leaves no GPU memory for the KV cache after {gb(weights)} of "
@@ -188,7 +184,7 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
     concurrency = max_concurrent_requests(tokens, inputs.avg_seq_len, inputs.max_running_requests, speculative)
     cap = inputs.max_running_requests or (SPECULATIVE_MAX_RUNNING_REQUESTS if speculative else None)
     result: dict[str, Any] = {
-        "calibrated": bool(inputs.measured_pre_load_free_bytes),
+        "calibrated": bool(inputs.calibration),
         "calibration": inputs.calibration,
         "kv_bytes_per_token": cell,
         "device_kv_tokens": tokens,
@@ -275,7 +271,7 @@ def _host(inputs: PlanInputs, problems: Problems, device_tokens: int, cell: int,
 
 # What a start must share with the plan for its figures to stand in for the estimates: everything that
 # decides the memory before the KV pool. mem_fraction_static, HiCache and the pool's size may differ.
-_SAME_START = (("tp_size", "tp_size"), ("kv_cache_dtype", "kv_cache_dtype"), ("page_size", "page_size"))
+_SAME_START = ("tp_size", "kv_cache_dtype", "page_size")
 
 
 def calibrate(inputs: PlanInputs, measured: dict[str, Any], source: str) -> tuple[PlanInputs, list[str]]:
@@ -292,8 +288,8 @@ def calibrate(inputs: PlanInputs, measured: dict[str, Any], source: str) -> tupl
     if not draft_first and len(architectures) > 1:
         differences.append(f"the draft: the log loaded {architectures[1]} before the KV pool, the plan does not")
     args = measured.get("server_args") or {}
-    for key, field_name in _SAME_START:
-        logged, planned_value = args.get(key), getattr(inputs, field_name)
+    for key in _SAME_START:
+        logged, planned_value = args.get(key), getattr(inputs, key)
         if key == "page_size" and logged is None:
             logged = 1
         if key in args and str(logged) != str(planned_value):
@@ -303,8 +299,7 @@ def calibrate(inputs: PlanInputs, measured: dict[str, Any], source: str) -> tupl
     calibration = {"source": source, "pre_load_free_bytes": measured["pre_load_free_bytes"],
                    "weights_bytes": measured["weights_bytes"], "kv_tokens": measured.get("kv_tokens"),
                    "mem_fraction_static": args.get("mem_fraction_static"), "ranks": measured.get("ranks")}
-    return replace(inputs, measured_pre_load_free_bytes=int(measured["pre_load_free_bytes"]),
-                   measured_weights_bytes=int(measured["weights_bytes"]), calibration=calibration), []
+    return replace(inputs, calibration=calibration), []
 
 
 def plan(inputs: PlanInputs) -> dict[str, Any]:

@@ -223,3 +223,17 @@ def test_simulator_wheel_carries_this_module() -> None:
     files = module.package_files("0.5.23+sim", str(CATALOGS / "sglang-0.5.23.json"))
     assert files["sglang/_sim/sglang_capacity.py"] == MODULE.read_bytes()
     assert files["sglang/_sim/sglang_types.py"] == MODULE.with_name("sglang_types.py").read_bytes()
+
+
+def test_the_device_pool_adds_what_each_version_counts() -> None:
+    """The draft's weights and its share of each token from 0.5.14, the multimodal reserve from 0.5.18."""
+    gib = 1 << 30
+    args = (int(94.1 * gib), int(68 * gib), int(0.45 * gib), 0.85, 70272, 61, 1, True)
+    old, mid, new = (cap.device_pool(v, *args) for v in ("0.5.12", "0.5.14", "0.5.23"))
+    assert (old.weights_bytes, old.charged_bytes_per_token, old.reserve_bytes) == (int(68 * gib), 70272, 0)
+    assert (mid.weights_bytes, mid.charged_bytes_per_token, mid.reserve_bytes) == (
+        int(68 * gib) + int(0.45 * gib), int(70272 * (1 + 1 / 61)), 0)
+    assert (new.charged_bytes_per_token, new.reserve_bytes) == (70272 + 70272 // 61, cap.MULTIMODAL_RESERVE_BYTES)
+    assert new.tokens == cap.device_kv_tokens(args[0], new.weights_bytes, 0.85, new.charged_bytes_per_token,
+                                              gpu_reserved_bytes=0, reserved_after_load_bytes=new.reserve_bytes)
+    assert old.tokens > mid.tokens > new.tokens

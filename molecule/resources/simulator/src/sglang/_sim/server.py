@@ -71,29 +71,26 @@ def draft_model(args: cli.Args) -> ModelInfo | None:
 
 
 def plan_memory(args: cli.Args, model: ModelInfo, settings: Settings, version: str = __version__) -> Memory:
-    """Device KV tokens by SGLang's profile step for the version, as the planner models it: free memory
-    before the load minus the true weights (SGLANG_SIM_WEIGHT_GIB_PER_GPU, and from 0.5.14 the draft's),
-    the (1 - mem_fraction_static) share and, from 0.5.18, a multimodal model's reserve, divided by the
-    bytes per token the version charges (from 0.5.14 with the draft's share)."""
+    """Device KV tokens by SGLang's profile step for the version, with the planner's own function
+    (capacity.device_pool): free memory before the load minus the true weights
+    (SGLANG_SIM_WEIGHT_GIB_PER_GPU, and from 0.5.14 the draft's), the (1 - mem_fraction_static) share
+    and, from 0.5.18, a multimodal model's reserve, divided by the bytes per token the version charges."""
     version = version.split("+", 1)[0]
     cell = kv_bytes_per_token(model, args.get("kv_cache_dtype"), int(args.get("tp_size") or 1))
     draft = draft_model(args)
-    draft_first = draft is not None and capacity.at_least(version, "0.5.14")
     shape = capacity.model_shape(model.config)
     draft_layers = capacity.model_shape(draft.config).draft_layers if draft is not None else 0
-    charged = capacity.charged_bytes_per_token(version, cell, shape.layers, draft_layers)
-    reserve = capacity.MULTIMODAL_RESERVE_BYTES if shape.multimodal and capacity.at_least(version, "0.5.18") else 0
+    draft_first = draft is not None and capacity.at_least(version, "0.5.14")
     draft_weights = settings.draft_weight_gib_per_gpu if draft_first else 0.0
-    tokens = capacity.device_kv_tokens(int(settings.gpu_mem_gib * GIB),
-                                       int((settings.weight_gib_per_gpu + draft_weights) * GIB),
-                                       float(args["mem_fraction_static"]), charged,
-                                       gpu_reserved_bytes=int(CUDA_CONTEXT_GIB * GIB),
-                                       reserved_after_load_bytes=reserve, page_size=int(args.get("page_size") or 1))
+    pool = capacity.device_pool(version, int(settings.gpu_mem_gib * GIB) - int(CUDA_CONTEXT_GIB * GIB),
+                                int(settings.weight_gib_per_gpu * GIB), int(draft_weights * GIB),
+                                float(args["mem_fraction_static"]), cell, shape.layers, draft_layers, shape.multimodal,
+                                page_size=int(args.get("page_size") or 1))
     return Memory(
         avail_begin=settings.gpu_mem_gib - CUDA_CONTEXT_GIB,
         weights=settings.weight_gib_per_gpu,
-        kv_tokens=tokens,
-        kv_gib=tokens * cell / GIB,
+        kv_tokens=pool.tokens,
+        kv_gib=pool.tokens * cell / GIB,
         cell=cell,
         draft_weights=draft_weights,
         draft_arch=draft.architecture if draft_first and draft is not None else "",
