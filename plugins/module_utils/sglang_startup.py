@@ -15,10 +15,11 @@ minimum: ``get_available_gpu_memory`` all-reduces free memory with MIN), the fig
 - the weight loads (architecture ``type=``, ``elapsed=`` seconds, ``mem usage=``) and what
   ``server_args=ServerArgs(...)`` says of the settings that decide memory, when the log has that line.
 
-SGLang's "GB" in these lines are GiB (``free_memory / (1 << 30)``). The formats are those of every
-pinned version (0.5.9 to 0.5.23, tests/fixtures/sglang-logs) and of public logs of other versions
-(tests/fixtures/sglang-logs/public). A log without the lines the plan needs raises StartupLogError
-naming them. Standard library only.
+SGLang's "GB" in these lines are GiB (``free_memory / (1 << 30)`` in ``get_available_gpu_memory``,
+python/sglang/srt/utils.py, which all-reduces with MIN when asked for the distributed figure). The
+formats are those of every pinned version (0.5.9 to 0.5.23, tests/fixtures/sglang-logs) and of
+public logs of other versions (tests/fixtures/sglang-logs/public). A log without the lines the plan
+needs raises StartupLogError naming them. Standard library only.
 """
 
 from __future__ import annotations
