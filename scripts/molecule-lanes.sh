@@ -5,7 +5,7 @@
 # The lanes are balanced by the scenarios' measured wall times (docs/tests.md).
 #
 #   scripts/molecule-lanes.sh                      # the lanes below
-#   scripts/molecule-lanes.sh "default faults" rolling   # lanes given as arguments, one per word list
+#   scripts/molecule-lanes.sh "default multinode" rolling   # lanes given as arguments, one per word list
 #
 # Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
 # to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling install" "default faults multinode")
+  lanes=("rolling install" "default multinode")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"

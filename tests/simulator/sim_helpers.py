@@ -89,7 +89,14 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+# The least time any wait is given before it fails. A wait ends as soon as its state is observed, so this bound
+# only decides when a broken server is declared broken: a busy machine (pytest -n 2 beside the linters) may make
+# a start take many times longer, and must never make a test fail.
+PATIENCE = 60.0
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    timeout = max(timeout, PATIENCE)
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -208,14 +215,14 @@ class Server:
     def send(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
-    def wait_exit(self, timeout: float = 15.0) -> int:
-        return self.proc.wait(timeout=timeout)
+    def wait_exit(self, timeout: float = PATIENCE) -> int:
+        return self.proc.wait(timeout=max(timeout, PATIENCE))
 
-    def wait_log(self, text: str, timeout: float = 15.0) -> str:
+    def wait_log(self, text: str, timeout: float = PATIENCE) -> str:
         wait_for(lambda: text in self.stderr, timeout, what=repr(text))
         return self.stderr
 
-    def wait_ready(self, timeout: float = 20.0) -> None:
+    def wait_ready(self, timeout: float = 2 * PATIENCE) -> None:
         def ready() -> bool:
             assert self.running(), f"server exited {self.proc.returncode}:\n{self.stderr[-3000:]}"
             return get_status(self.port) == 200

@@ -70,9 +70,8 @@ def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> No
     server, port = start_ready(launch, model_dir, SGL_FORCE_SHUTDOWN="1")
     thread, result = generate_in_background(port, 500)
     wait_for(lambda: server.stderr.count("Prefill batch") >= 2, 5, what="request admitted")  # warm-up + ours
-    started = time.monotonic()
     server.send(signal.SIGTERM)
-    assert server.wait_exit(5) == 0
-    assert time.monotonic() - started < 2
+    assert server.wait_exit() == 0
     thread.join()
-    assert "status" not in result
+    assert "status" not in result  # the request was cut, not finished
+    assert "Gracefully exiting" not in server.stderr  # no drain
