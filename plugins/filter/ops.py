@@ -1,16 +1,18 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of operations: rollout batches, a server's metrics, unit properties and status row, probe
-lines, apt."""
+lines, apt, and the readiness budget learned from the last load."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sglang.deploy.plugins.module_utils import _prometheus
+from ansible_collections.sglang.deploy.plugins.module_utils import _load, _prometheus
+from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import parse_show
 
 DOCUMENTATION = r"""
@@ -27,6 +29,11 @@ description:
   - C(sglang.deploy.files_to_copy) lists the files of a controller directory that a host lacks or holds with other
     content, given what C(ansible.builtin.find) with C(get_checksum) found there; a wheelhouse is compared in one
     module call instead of one per file.
+  - C(sglang.deploy.load_budget) gives the readiness budget and stall bounds of the next load, C(record |
+    load_budget(identity, sglang_ready_timeout, sglang_service_stall_timeouts)) - the configured ones, raised to
+    what the host's last recorded load of the same model needed (module_utils _load).
+  - C(sglang.deploy.load_summary) gives one line of a load's timings (the RV(load) of sglang_ready).
+  - C(sglang.deploy.dd_rate) reads the rate in GB/s from what C(dd) prints on its standard error, or none.
 """
 
 EXAMPLES = r"""
@@ -112,9 +119,12 @@ def _row_metrics(row: dict[str, Any]) -> dict[str, float]:
 
 
 def status_table(rows: Any) -> str:
-    """status.yml's table, one line per server; a row's metrics are parsed gauges or the /metrics text."""
+    """status.yml's table, one line per server; a row's metrics are parsed gauges or the /metrics text.
+    "KV pool planned" ends in "*" when the plan is calibrated from the last start; "weights read" is the
+    last load's rate, "disk reads" the disk's sequential rate, and "at disk rate" the weights' size over it."""
     head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
-           f" {'KV used':>8} {'host KV used':>13} {'KV pool planned':>16} {'KV pool seen':>13}"
+           f" {'KV used':>8} {'host KV used':>13} {'KV pool planned':>16} {'KV pool seen':>13}" \
+           f" {'last load':>10} {'weights read':>13} {'disk reads':>11} {'at disk rate':>13}"
     lines = [head, "-" * len(head)]
     for row in rows or []:
         gauges = _row_metrics(row)
@@ -122,11 +132,44 @@ def status_table(rows: Any) -> str:
         host_used = (f"{gauges.get('hicache_host_used_tokens', 0) / host_total:.0%}" if host_total else "-")
         kv = f"{gauges['token_usage']:.0%}" if "token_usage" in gauges else "-"
         uptime = int(row.get("uptime_s") or 0)
+        planned = _tokens(row.get("kv_tokens_planned")) + ("*" if _true(row.get("plan_calibrated")) else " ")
         lines.append(f"{row['host']:<24} {row['state']:<16} {'ok' if row['healthy'] else str(row['health']):<7}"
                      f" {uptime // 3600:>4}h{uptime % 3600 // 60:02d}m {row['restarts']:>8} {row['version']!s:<12}"
                      f" {'DRIFT' if row['drift'] else 'in sync':<8} {kv:>8} {host_used:>13}"
-                     f" {_tokens(row.get('kv_tokens_planned')):>16} {_tokens(row.get('kv_tokens_observed')):>13}")
+                     f" {planned:>16} {_tokens(row.get('kv_tokens_observed')):>13} {_load_columns(row)}")
     return "\n".join(lines)
+
+
+def _true(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def _load_columns(row: dict[str, Any]) -> str:
+    load = row.get("load") if isinstance(row.get("load"), dict) else {}
+    disk = _number(row.get("disk_read_gb_per_s"))
+    read = _number(load.get("read_gb_per_s"))
+    size = _number(load.get("weights_bytes"))
+    floor = _duration(size / 1e9 / disk) if disk and size else "-"
+    return (f"{_duration(_number(load.get('total_s'))):>10} {_rate(read):>13} {_rate(disk):>11} {floor:>13}")
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:.2f} GB/s" if value else "-"
+
+
+def _duration(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    whole = round(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{seconds:.1f}s"
 
 
 def _tokens(value: Any) -> str:
@@ -175,8 +218,33 @@ def files_to_copy(directory: Any, found: Any) -> list[str]:
     return [path for path in paths if os.path.isfile(path) and on_host.get(os.path.basename(path)) != _sha1(path)]
 
 
+def load_budget(record: Any, identity: Any, timeout: Any, stall_timeouts: Any) -> dict[str, Any]:
+    """`observed | load_budget(identity, sglang_ready_timeout, sglang_service_stall_timeouts)`."""
+    bounds, _problems = stall_bounds(dict(stall_timeouts or {}))  # the variable check refused bad ones already
+    return _load.learned(record if isinstance(record, dict) else None, dict(identity or {}), int(timeout), bounds)
+
+
+def load_summary(load: Any) -> str:
+    return _load.summary(load if isinstance(load, dict) else None)
+
+
+_DD = re.compile(r"^(\d+) bytes .* copied, ([\d.,]+) s", re.MULTILINE)
+
+
+def dd_rate(stderr: Any) -> float | None:
+    """GB/s from dd's summary ("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.2 s, 5.4 GB/s"): bytes over
+    seconds, computed here rather than read from dd's rounded figure and its locale's unit."""
+    match = _DD.search(str(stderr or ""))
+    if not match:
+        return None
+    seconds = float(match.group(2).replace(",", "."))
+    copied = int(match.group(1))
+    return round(copied / 1e9 / seconds, 6) if seconds > 0 and copied > 0 else None
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"rollout_batches": rollout_batches, "metrics": metrics, "unit_properties": unit_properties,
                 "status_table": status_table, "probe_line": probe_line, "apt_missing": apt_missing,
-                "files_to_copy": files_to_copy}
+                "files_to_copy": files_to_copy, "load_budget": load_budget, "load_summary": load_summary,
+                "dd_rate": dd_rate}

@@ -27,7 +27,7 @@ from ._stall import stall_bounds
 from .sglang_config import checked
 from .sglang_quote import first_control_character
 from .sglang_settings import SETTINGS, Kind, bind_address
-from .sglang_types import Problems, is_unset, to_bool, to_float, to_int
+from .sglang_types import SIZE_ALLOWED, Problems, is_unset, to_bool, to_bytes, to_float, to_int
 
 # The short -e names of the settings table, and the variables each one stands for.
 ALIASES = {s.alias: s.var for s in SETTINGS if s.alias and s.var}
@@ -49,14 +49,12 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "sglang_router_port": (1, 65535, "an integer from 1 to 65535"),
     "sglang_router_prometheus_port": (1, 65535, "an integer from 1 to 65535"),
     "sglang_host_memory_available_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
-    "sglang_model_weight_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
-    "sglang_draft_weight_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
     "sglang_service_restart_sec": (0, 86400, "whole seconds from 0 to 86400"),
     "sglang_ready_timeout": (60, 7 * 86400, "whole seconds from 60 to 604800 (a model load takes minutes)"),
     "sglang_service_probe_timeout": (30, 86400, "whole seconds from 30 to 86400"),
     "sglang_service_probe_nccl_timeout": (5, 86400, "whole seconds from 5 to 86400"),
 }
-_EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb", "sglang_model_weight_gb", "sglang_draft_weight_gb"}
+_EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb"}
 _INT_DEFAULT = (1, float(1 << 31), "an integer from 1 to 2147483648")
 _FLOAT_DEFAULT = (-1e12, 1e12, "a finite number")
 
@@ -96,6 +94,14 @@ HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_h
 JSON_FILES = {"sglang_model_config_file", "sglang_draft_config_file"}
 # Text files read on the controller for the capacity plan.
 TEXT_FILES = {"sglang_startup_log"}
+# Sizes that state their unit (sglang_types.to_bytes), above 0 and at most 1 PB.
+SIZES = {"sglang_model_weight_size", "sglang_draft_weight_size"}
+_SIZE_MAX = 10**15
+# Variables of earlier releases: refused with what replaced them, since ignoring them would plan without them.
+RENAMED = {
+    "sglang_model_weight_gb": ("sglang_model_weight_size", "a size that states its unit"),
+    "sglang_draft_weight_gb": ("sglang_draft_weight_size", "a size that states its unit"),
+}
 
 
 def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -137,6 +143,10 @@ def _names(names: list[str], given: dict[str, Any], known: dict[str, Any],
             errors.append(f"{name}: is not a variable of sglang-deploy and would be ignored; allowed: did you mean "
                           f"sglang_{name}?")
     for name in sorted((set(names) | set(given)) - {e.split(":", 1)[0] for e in errors}):
+        if name in RENAMED:
+            successor, why = RENAMED[name]
+            errors.append(f"{name}: was replaced by {successor}, {why}; allowed: {successor}: {SIZE_ALLOWED}")
+            continue
         if INTERNAL.match(name) and name in given:
             errors.append(f"{name}: is internal to the roles and cannot be set from outside; allowed: the documented "
                           "variables (README, roles/*/README.md)")
@@ -256,6 +266,18 @@ def _router_flags(var: str, typed: Any) -> list[str]:
             errors.append(f"[{flag!r}]: would put a secret on the router's command line, readable by every user; "
                           "allowed: flags without secrets (the router's key goes in sglang_router_api_key)")
     return errors
+
+
+def _sizes(var: str, typed: Any) -> list[str]:
+    if var not in SIZES or is_unset(typed):
+        return []
+    try:
+        size = to_bytes(typed)
+    except ValueError as exc:
+        return [f": {exc}; allowed: {SIZE_ALLOWED}"]
+    if not 0 < size <= _SIZE_MAX:
+        return [f": {typed!r} is out of range; allowed: above 0 and at most 1 PB"]
+    return []
 
 
 def _stalls(var: str, typed: Any) -> list[str]:
@@ -383,4 +405,4 @@ def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
 
 
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
-_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _stalls)
+_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls)

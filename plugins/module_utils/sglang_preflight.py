@@ -16,11 +16,11 @@ from typing import Any
 from . import sglang_config
 from . import sglang_rules as rules
 from . import sglang_settings as table
-from .sglang_capacity import CapacityError
+from .sglang_capacity import GIB, CapacityError
 from .sglang_plan import PlanInputs, calibrate, plan
 from .sglang_settings import FACTS
 from .sglang_startup import StartupLogError, identity_differences, memory_identity, read
-from .sglang_types import to_float, to_int
+from .sglang_types import is_unset, to_bytes, to_float, to_int
 
 PLAN_MODES = ("optional", "required", "advisory")
 
@@ -39,6 +39,27 @@ def merge_facts(pinned: dict[str, Any], detected: dict[str, Any] | None) -> tupl
         if key in hardware or key not in facts:
             facts[key] = value
     return facts, errors
+
+
+def weight_notes(pinned: dict[str, Any], detected: dict[str, Any] | None) -> list[str]:
+    """A weight size the inventory sets (it wins, for planning offline or to pin it) that is more than 3 %
+    off the safetensors on the host: most often GB read as GiB, or a figure of another checkpoint."""
+    notes = []
+    for fact in FACTS:
+        if not fact.key.endswith("weight_bytes_total"):
+            continue
+        typed, found = pinned.get(fact.key), (detected or {}).get(fact.key)
+        if is_unset(typed) or not found:
+            continue
+        try:
+            size = to_bytes(typed) if isinstance(typed, str) else int(to_float(typed))
+        except ValueError:
+            continue
+        if abs(size - int(found)) > 0.03 * int(found):
+            notes.append(f"{fact.var}: {typed} is {size / int(found) - 1:+.0%} off the {int(found) / 1e9:,.1f} GB "
+                         f"({int(found) / GIB:,.1f} GiB) of safetensors on the host, and the plan uses it; unset it "
+                         "to plan with the host's files")
+    return notes
 
 
 def _architecture(config: dict[str, Any] | None) -> tuple[str, str]:
@@ -65,8 +86,8 @@ def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int)
         if isinstance(value, dict):
             values[fact.plan] = value
             continue
-        try:
-            number = int(to_float(value) * fact.scale)
+        try:  # the inventory's sizes state their unit ('547 GiB'); the host's are bytes
+            number = to_bytes(value) if isinstance(value, str) else int(to_float(value) * fact.scale)
         except ValueError as exc:
             raise CapacityError(f"{fact.var}: {exc}") from None
         values[fact.plan] = number // tp if fact.key.endswith("_total") else number
@@ -125,7 +146,7 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
         raise ValueError(f"plan mode {plan_mode!r}; allowed: {', '.join(PLAN_MODES)}")
     facts, errors = merge_facts(pinned, detected)
     errors += list((detected or {}).get("errors") or [])
-    warnings = list((detected or {}).get("notes") or [])
+    warnings = list((detected or {}).get("notes") or []) + weight_notes(pinned, detected)
     architecture, model_type = _architecture(facts.get("model_config"))
     hardware = {"compute_capability": facts.get("compute_capability"), "gpu_count": facts.get("gpu_count"),
                 "model_architecture": architecture, "model_type": model_type,
@@ -159,7 +180,7 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
                       + "; allowed: set them in the inventory, or deploy so they are read on the host")
     return {"ok": not errors, "errors": errors, "warnings": warnings, "drop_env": checked["drop_env"],
             "plan": result, "facts": {k: v for k, v in facts.items() if k not in ("model_config", "draft_config")},
-            "hardware": hardware}
+            "hardware": hardware, "observed": observed if isinstance(observed, dict) else None}
 
 
 def apply(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,

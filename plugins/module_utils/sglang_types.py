@@ -17,6 +17,13 @@ from typing import Any
 _HUMAN_INT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|M|G|T|Ki|Mi|Gi|Ti)?\s*$")
 _HUMAN_SCALE = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
                 "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}
+# A size with its unit (sglang_model_weight_size): SI units as Hugging Face and `df -H` count, IEC units as
+# `du -h` and `ls -lh` count (their "547G" is 547 GiB, 7 % more than 547 GB), or bytes.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_SCALE = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+SIZE_ALLOWED = ("a size with its unit: '547 GiB' (what du -h and ls -lh print as 547G), '587 GB' (what Hugging Face "
+                "shows), or '587354357760 B'; units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
 _BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
@@ -72,6 +79,28 @@ def to_human_int(value: Any) -> int:
     if not match or ("." in match.group(1) and suffix.endswith("i")) or ("." in match.group(1) and not suffix):
         raise ValueError(f"{value!r} is not an integer (suffixes k, M, G, T, Ki, Mi, Gi, Ti allowed)")
     return int(float(match.group(1)) * _HUMAN_SCALE[suffix])
+
+
+def to_bytes(value: Any) -> int:
+    """'547 GiB', '587 GB', '587354357760 B' -> bytes. A bare number is refused: GB and GiB differ by 7 %, and
+    which one a typed figure means cannot be told. du's one-letter suffixes ('547G') are refused for the same
+    reason, with the unit they stand for."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{value!r} is not a size")
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a size")
+    number, unit = match.group(1), match.group(2).lower()
+    if not unit:
+        raise ValueError(f"{value!r} has no unit (GB and GiB differ by 7 %)")
+    if unit in ("k", "m", "g", "t"):
+        raise ValueError(f"{value!r} has a one-letter unit; du -h and ls -lh mean {unit.upper()}iB by it, write "
+                         f"'{number} {unit.upper()}iB'")
+    if unit not in _SIZE_SCALE:
+        raise ValueError(f"{value!r} has an unknown unit {match.group(2)!r}")
+    if _SIZE_SCALE[unit] == 1 and "." in number:
+        raise ValueError(f"{value!r} is not a whole number of bytes")
+    return int(float(number) * _SIZE_SCALE[unit])
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:

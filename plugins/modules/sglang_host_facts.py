@@ -164,6 +164,7 @@ from typing import Any
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
+from ansible_collections.sglang.deploy.plugins.module_utils._load import safetensors_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
@@ -266,9 +267,7 @@ def model(path: str, var: str) -> tuple[dict[str, Any] | None, int, list[str]]:
             config = json.load(handle)
     except (OSError, ValueError) as exc:
         return None, 0, [f"{var}: {config_path} cannot be read as JSON ({exc})"]
-    size = sum(entry.stat().st_size for entry in os.scandir(path)
-               if entry.is_file() and entry.name.endswith(".safetensors"))
-    return config, size, []
+    return config, safetensors_bytes(path), []
 
 
 def listeners(module: AnsibleModule, port: int) -> str:

@@ -182,11 +182,16 @@ phases:
       description: The phase.
       type: str
       sample: loading weights
+    key:
+      description: The stall bound it falls under (a key of O(stall_timeouts)).
+      type: str
+      sample: loading_weights
     at_s:
       description: Seconds since the wait started.
       type: float
       sample: 12.5
-  sample: [{"phase": "loading weights", "at_s": 12.5}, {"phase": "fired up", "at_s": 398.0}]
+  sample: [{"phase": "loading weights", "key": "loading_weights", "at_s": 12.5},
+           {"phase": "fired up", "key": "warmup", "at_s": 398.0}]
 stall_key:
   description: The stall bound the current phase falls under (a key of O(stall_timeouts)).
   type: str
@@ -264,6 +269,39 @@ startup:
       type: dict
       sample: {"tp_size": 8, "mem_fraction_static": 0.85}
   sample: {"pre_load_free_bytes": 100738457928, "after_weights_free_bytes": 21249213972, "kv_tokens": 154998}
+load:
+  description:
+    - The load's timings (module_utils _load), kept in O(observed_file) for the next deploy's readiness budget
+      and stall bounds and for status.yml.
+  type: dict
+  returned: when ready
+  contains:
+    total_s:
+      description: Seconds from the start of the wait to the ready answer.
+      type: float
+      sample: 712.4
+    phases_s:
+      description: Seconds spent under each stall key (C(starting) until the first phase).
+      type: dict
+      sample: {"starting": 3.1, "distributed_init": 9.8, "loading_weights": 664.0, "kv_cache": 4.2,
+               "cuda_graphs": 21.5, "warmup": 9.8}
+    weights_load_s:
+      description: SGLang's own weight-load time, its C(elapsed=) summed over the model and the draft.
+      type: float
+      sample: 663.9
+    weights_bytes:
+      description: The size of the model's and the draft's safetensors on this host.
+      type: int
+      sample: 587354357760
+    read_gb_per_s:
+      description: The rate the weights were read at, RV(load.weights_bytes) over RV(load.weights_load_s), in GB/s.
+      type: float
+      sample: 0.885
+    silence_s:
+      description: The longest time each stall key went without a progress line.
+      type: dict
+      sample: {"loading_weights": 11.2, "cuda_graphs": 6.0}
+  sample: {"total_s": 712.4, "weights_load_s": 663.9, "read_gb_per_s": 0.885}
 fired_up_to_ready_s:
   description: Seconds from SGLang's "fired up and ready to roll" log line to the ready answer.
   type: float
@@ -292,6 +330,7 @@ from urllib.error import HTTPError, URLError
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils import _load as load
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object, replace_atomically
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import ALLOWED as STALL_ALLOWED
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
@@ -350,6 +389,7 @@ class Progress:
         self.moved_at: float | None = None  # the last sign of progress (journal time)
         self.last_line = ""
         self.startup_lines: list[str] = []  # the lines sglang_startup reads (memory figures, server_args)
+        self.silence: dict[str, float] = {}  # stall key -> its longest time without a progress line
 
     def begin(self, now: float) -> None:
         """The followed invocation runs: the stall clock starts now, in phase "starting"."""
@@ -366,14 +406,22 @@ class Progress:
                     continue
                 moved = True  # a draft model's lines come after the target's later phases: progress all the same
                 if index > self.phase_index:
+                    self._silent_until(timestamp)  # the silence before a new phase was the old phase's
                     self.phase_index, self.phase, self.stall_key = index, name, stall
                     if not self.phases or self.phases[-1]["phase"] != name:
-                        self.phases.append({"phase": name, "at_s": round(timestamp - self.started, 1)})
+                        self.phases.append({"phase": name, "key": stall, "at_s": round(timestamp - self.started, 1)})
                     if name == "fired up":
                         self.fired_up_at = timestamp
             if moved or PROGRESS_RE.search(line):
+                self._silent_until(timestamp)
                 self.moved_at = max(self.moved_at or timestamp, timestamp)
                 self.last_line = line.strip()[:300]
+
+    def _silent_until(self, timestamp: float) -> None:
+        """The current phase was silent from the last progress line until ``timestamp``."""
+        if self.moved_at is not None:
+            idle = max(timestamp - self.moved_at, 0.0)
+            self.silence[self.stall_key] = max(self.silence.get(self.stall_key, 0.0), idle)
 
     def _shards(self, line: str) -> bool:
         match = SHARDS_RE.search(line)
@@ -609,11 +657,16 @@ class Waiter:
             result["startup"] = read_startup("\n".join(self.progress.startup_lines)).as_dict()
         except StartupLogError:
             result["startup"] = None
+        identity = self.p.get("identity") or {}
+        result["load"] = load.timings(
+            self.progress.phases, result["elapsed_s"], (result["startup"] or {}).get("loads") or [],
+            load.safetensors_bytes(identity.get("model_path"), identity.get("speculative_draft_model_path")),
+            self.progress.silence)
         if result["startup"] and self.p.get("observed_file"):
             replace_atomically(self.p["observed_file"], mode=0o644, data={  # no secret in it: readable by all
                 "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "unit": self.p["unit"],
-                "invocation_id": self.followed, "identity": self.p.get("identity") or {},
-                "startup": result["startup"], "phases": result["phases"], "ready_after_s": result["elapsed_s"]})
+                "invocation_id": self.followed, "identity": identity, "startup": result["startup"],
+                "phases": result["phases"], "ready_after_s": result["elapsed_s"], "load": result["load"]})
         return result
 
 

@@ -145,6 +145,11 @@ def _class5(add: Add) -> None:
     add(5, "alias-empty", {"hicache_ratio": ""})
     add(5, "underscore-number", {"hicache_ratio": "1_5"})
     add(5, "ratio-not-above-one", {"hicache_ratio": "1.0"})
+    # Weight sizes state their unit: GB and GiB differ by 7 %, and du -h's "547G" means GiB.
+    add(5, "weights-renamed-gb", {"sglang_model_weight_gb": 547})
+    add(5, "weights-bare-number", {"sglang_model_weight_size": 547})
+    add(5, "weights-du-letter", {"sglang_model_weight_size": "547G"})
+    add(5, "draft-weights-unknown-unit", {"sglang_draft_weight_size": "3 gigs"})
 
 
 def _class6(add: Add) -> None:
@@ -152,7 +157,7 @@ def _class6(add: Add) -> None:
     for value in ("1e308", "inf", "nan", "-inf"):
         add(6, f"ratio-{value}", {"hicache_ratio": value})
     add(6, "memory-inf", {"sglang_host_memory_available_gb": "inf"})
-    add(6, "weights-negative", {"sglang_model_weight_gb": -1})
+    add(6, "weights-negative", {"sglang_model_weight_size": "-1 GB"})
     add(6, "mem-fraction-above-one", {"sglang_mem_fraction_static": 1.5})
     add(6, "model-config-not-json", {"sglang_model_config_file": str(ROOT / "README.md")})
     add(6, "model-config-missing", {"sglang_model_config_file": "/nonexistent/config.json"})

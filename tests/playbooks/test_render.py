@@ -93,3 +93,47 @@ def test_plan_of_the_example_host(tmp_path: Path) -> None:
     plan = json.loads((tmp_path / "plan.json").read_text())["gpu-node-1"]
     assert plan["ok"] and plan["kv_bytes_per_token"] == 70_272 and plan["max_concurrent_requests"] > 0
     assert "KV cache per token, per rank           70,272 B" in proc.stdout
+
+
+REAL_HOST_LOG = "tests/fixtures/sglang-logs/real-host-config-0.5.23.log"
+
+
+def plan_of(tmp_path: Path, *extra: str) -> dict[str, object]:
+    proc = run_playbook("playbooks/plan.yml", "-e", f"plan_json={tmp_path}/plan.json", *extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return json.loads((tmp_path / "plan.json").read_text())["gpu-node-1"]
+
+
+def test_the_example_host_calibrated_from_a_start_of_its_configuration_reproduces_the_pool(tmp_path: Path) -> None:
+    """The example inventory (Kimi-K2.5 + EAGLE-3, TP8, 0.85) with a start of that configuration in 0.5.23's
+    format: the real host allocated 116,171 tokens per rank; the start in the log 116,167. The plan given
+    the log reproduces it; the estimate from the inventory does not."""
+    estimate = plan_of(tmp_path)
+    calibrated = plan_of(tmp_path, "-e", f"sglang_startup_log={REAL_HOST_LOG}")  # relative to the checkout
+    assert calibrated["calibrated"] and not estimate["calibrated"]
+    assert calibrated["calibration_source"] == REAL_HOST_LOG
+    assert calibrated["device_kv_tokens"] == 116167
+    assert abs(calibrated["device_kv_tokens"] - 116171) <= 0.01 * 116171
+    assert estimate["device_kv_tokens"] > 1.4 * 116171  # weights per GPU are not checkpoint size / TP
+    print(f"MEASURED example host: estimate {estimate['device_kv_tokens']:,}, calibrated "
+          f"{calibrated['device_kv_tokens']:,}, real host 116,171 tokens per rank")
+
+
+@pytest.mark.parametrize("mfs", ["0.80", "0.88", "0.90"])
+def test_a_changed_mem_fraction_follows_sglangs_formula_from_the_measured_figures(tmp_path: Path, mfs: str) -> None:
+    """SGLang 0.5.23 (kv_cache_configurator.py): the pool is (free after the weights - free before the load *
+    (1 - mem_fraction_static) - the multimodal reserve, SGLANG_VLM_CACHE_SIZE_MB = 100 MiB for Kimi-K2.5's
+    vision tower) / bytes per token. The bytes per token (the target's and the draft's) follow from the 0.85
+    start's own figures and its logged pool; the plan for another fraction must agree."""
+    other = plan_of(tmp_path, "-e", f"sglang_startup_log={REAL_HOST_LOG}", "-e", f"sglang_mem_fraction_static={mfs}")
+    measured, reserve = other["measured"], 100 * 2**20
+    pre, after = measured["pre_load_free_bytes"], measured["pre_load_free_bytes"] - measured["weights_bytes"]
+    per_token = (after - pre * (1 - measured["mem_fraction_static"]) - reserve) / measured["kv_tokens"]
+    expected = (after - pre * (1 - float(mfs)) - reserve) / per_token
+    assert measured["mem_fraction_static"] == 0.85 and other["calibrated"]
+    assert abs(other["device_kv_tokens"] - expected) <= 3, (other["device_kv_tokens"], expected)
+
+
+def test_a_changed_hicache_ratio_scales_the_calibrated_pool(tmp_path: Path) -> None:
+    plan = plan_of(tmp_path, "-e", f"sglang_startup_log={REAL_HOST_LOG}", "-e", "hicache_ratio=3.0")
+    assert plan["device_kv_tokens"] == 116167 and plan["host_kv_tokens_per_rank"] == 3 * 116167 + 1  # + 1 page

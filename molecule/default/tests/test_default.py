@@ -201,6 +201,9 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     assert progress, "no load progress was shown while waiting:\n" + out[-3000:]
     ready = re.search(r"ready after ([\d.]+) s.*?fired up\\\" log line came ([\d.]+) s before", out)
     assert ready, out[-3000:]
+    # The load's phases, and the budget from the last recorded load (converge's) of the same model.
+    assert re.search(r"load [\d]+ s: .*weights [\d]+ s.*SGLang read the weights in", out), out[-3000:]
+    assert "readiness budget 120 s, configured, which covers the load of " in out, out[-3000:]
     print(f"MEASURED change deploy wall time {seconds:.1f} s; progress lines seen {progress}; "
           f"wait {ready.group(1)} s; 'fired up' line -> readiness module returned: {ready.group(2)} s")
 

@@ -70,15 +70,41 @@ ROW = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health
 
 @pytest.mark.parametrize("metrics", [METRICS, ops.metrics(METRICS)], ids=["text", "parsed"])
 def test_status_table_shows_a_row_per_server(metrics: object) -> None:
-    lines = ops.status_table([dict(ROW, metrics=metrics, kv_tokens_planned=314297, kv_tokens_observed=154998),
+    # The real host's load: 547 GiB of weights read in 664 s; its disk reads 5.5 GB/s sequentially.
+    load = {"total_s": 712.4, "weights_load_s": 664.0, "weights_bytes": 547 * 2**30, "read_gb_per_s": 0.885}
+    lines = ops.status_table([dict(ROW, metrics=metrics, kv_tokens_planned=116171, plan_calibrated=True,
+                                   kv_tokens_observed=116171, load=load, disk_read_gb_per_s=5.5),
                               dict(ROW, host="gpu-node-2", healthy=False, health=503, drift=True, metrics={},
-                                   kv_tokens_planned="314297", kv_tokens_observed=None)]).splitlines()
+                                   kv_tokens_planned="314297", plan_calibrated="False", kv_tokens_observed=None,
+                                   load=None, disk_read_gb_per_s=None)]).splitlines()
     assert lines[0].split() == ["host", "state", "health", "uptime", "restarts", "version", "config", "KV", "used",
-                                "host", "KV", "used", "KV", "pool", "planned", "KV", "pool", "seen"]
+                                "host", "KV", "used", "KV", "pool", "planned", "KV", "pool", "seen", "last", "load",
+                                "weights", "read", "disk", "reads", "at", "disk", "rate"]
     assert lines[2].split() == ["gpu-node-1", "active/running", "ok", "1h02m", "0", "0.5.23", "in", "sync", "42%",
-                                "25%", "314,297", "154,998"]
+                                "25%", "116,171*", "116,171", "11m52s", "0.89", "GB/s", "5.50", "GB/s", "1m47s"]
     assert lines[3].split() == ["gpu-node-2", "active/running", "503", "1h02m", "0", "0.5.23", "DRIFT", "-", "-",
-                                "314,297", "-"]
+                                "314,297", "-", "-", "-", "-", "-"]
+    assert len({len(line) for line in lines}) == 1  # the columns line up
+
+
+def test_dd_rate_is_bytes_over_seconds_whatever_dd_rounds() -> None:
+    assert ops.dd_rate("64+0 records in\n64+0 records out\n"
+                       "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.195 s, 5.5 GB/s\n") == 5.506368
+    assert ops.dd_rate("1073741824 bytes (1,1 GB, 1,0 GiB) copied, 0,195 s, 5,5 GB/s") == 5.506368  # de_DE
+    assert ops.dd_rate("dd: failed to open 'x': Invalid argument") is None
+    assert ops.dd_rate("0 bytes copied, 0.0001 s, 0.0 kB/s") is None
+    assert ops.dd_rate(None) is None
+
+
+def test_load_budget_raises_the_configured_values_to_what_the_last_load_needed() -> None:
+    record = {"recorded_at": "2026-12-01T06:00:00Z", "identity": {"model_path": "/models/k", "tp_size": 8},
+              "load": {"total_s": 712.4, "silence_s": {"loading_weights": 14.0, "cuda_graphs": 200.0}}}
+    budget = ops.load_budget(record, {"model_path": "/models/k", "tp_size": 8}, 900,
+                             {"loading_weights": 300, "cuda_graphs": "180"})
+    assert budget == {"timeout": 1425, "stall_timeouts": {"loading_weights": 300, "cuda_graphs": 600},
+                      "note": "learned from the load of 2026-12-01T06:00:00Z (712.4 s): budget 1425 s, cuda_graphs "
+                              "600 s"}
+    assert ops.load_budget(None, {}, 900, {})["note"] == "configured"
 
 
 def test_files_to_copy_lists_what_the_host_lacks_or_holds_otherwise(tmp_path: Path) -> None:

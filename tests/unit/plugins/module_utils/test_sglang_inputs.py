@@ -8,9 +8,15 @@ import pytest
 import yaml
 from ansible_collections.sglang.deploy.plugins.lookup.variable_problems import ROLES, _specs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_inputs import check
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_types import SIZE_ALLOWED, to_bytes
 from helpers import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SPECS = _specs(ROLES)
+PROPERTY = settings(max_examples=60, deadline=None, derandomize=True)
+UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+         "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 
 
 def errors(**given: object) -> list[str]:
@@ -102,3 +108,48 @@ def test_one_of_our_variables_without_its_prefix_is_refused_when_given_with_dash
         "sglang_mem_fraction_static?",
         "tp_size: is not a variable of sglang-deploy and would be ignored; allowed: did you mean sglang_tp_size?"]
     assert check(given, list(given), SPECS) == []  # the same names from the inventory: left alone
+
+
+# --- weight sizes state their unit (issue 12) ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("547 GiB", 547 * 2**30), ("587 GB", 587 * 10**9), ("587354357760 B", 587354357760), ("1.5 TB", 15 * 10**11),
+    ("547gib", 547 * 2**30), (" 12 MiB ", 12 * 2**20), ("3 bytes", 3), ("0.5 KiB", 512),
+])
+def test_a_size_is_read_with_its_unit(text: str, size: int) -> None:
+    assert to_bytes(text) == size
+    assert errors(sglang_model_weight_size=text) == []
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    (547, "'547' has no unit (GB and GiB differ by 7 %)"),  # a YAML number, checked as the text it is
+    ("547", "'547' has no unit (GB and GiB differ by 7 %)"),
+    (547.0, "'547.0' has no unit (GB and GiB differ by 7 %)"),
+    ("547G", "'547G' has a one-letter unit; du -h and ls -lh mean GiB by it, write '547 GiB'"),
+    ("3 gigs", "'3 gigs' has an unknown unit 'gigs'"),
+    ("1.5 B", "'1.5 B' is not a whole number of bytes"),
+    ("-1 GB", "'-1 GB' is not a size"),
+    ("0 GB", "'0 GB' is out of range"),
+    ("2 PB", "'2 PB' has an unknown unit 'PB'"),
+])
+def test_a_size_without_a_usable_unit_is_refused_naming_the_units(value: object, why: str) -> None:
+    found = errors(sglang_draft_weight_size=value)
+    assert len(found) == 1 and found[0].startswith(f"sglang_draft_weight_size: {why}"), found
+    assert "allowed:" in found[0]
+
+
+def test_the_old_gb_variables_are_refused_with_their_successor() -> None:
+    found = errors(sglang_model_weight_gb=547)
+    assert found == [f"sglang_model_weight_gb: was replaced by sglang_model_weight_size, a size that states its unit; "
+                     f"allowed: sglang_model_weight_size: {SIZE_ALLOWED}"]
+
+
+@PROPERTY
+@given(number=st.integers(min_value=1, max_value=10**6), unit=st.sampled_from(sorted(UNITS)),
+       blank=st.sampled_from(["", " ", "  "]))
+def test_any_number_with_a_unit_is_that_many_units_and_without_one_is_refused(
+        number: int, unit: str, blank: str) -> None:
+    assert to_bytes(f"{number}{blank}{unit}") == number * UNITS[unit]
+    assert to_bytes(f"{number}{blank}{unit.lower()}") == number * UNITS[unit]
+    with pytest.raises(ValueError, match="has no unit"):
+        to_bytes(f"{number}{blank}")

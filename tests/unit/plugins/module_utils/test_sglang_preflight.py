@@ -96,3 +96,14 @@ def test_host_level_refusals_name_the_variable(changes: dict[str, Any], detected
     matching = [e for e in result["errors"] if variable in e.split(":")[0]]
     assert matching, result["errors"]
     assert allowed in matching[0]
+
+
+def test_a_typed_weight_size_far_from_the_hosts_files_is_reported() -> None:
+    files = 587354357760  # 547 GiB of safetensors on the host
+    assert preflight.weight_notes({"weight_bytes_total": "547 GiB"}, {"weight_bytes_total": files}) == []
+    assert preflight.weight_notes({"weight_bytes_total": "587 GB"}, {"weight_bytes_total": files}) == []
+    assert preflight.weight_notes({"weight_bytes_total": "547 GB"}, {"weight_bytes_total": files}) == [
+        "sglang_model_weight_size: 547 GB is -7% off the 587.4 GB (547.0 GiB) of safetensors on the host, and the "
+        "plan uses it; unset it to plan with the host's files"]
+    assert preflight.weight_notes({"weight_bytes_total": None}, {"weight_bytes_total": files}) == []
+    assert preflight.weight_notes({"draft_weight_bytes_total": "1 GB"}, None) == []

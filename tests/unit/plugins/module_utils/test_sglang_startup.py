@@ -137,7 +137,7 @@ def test_preflight_refuses_an_unusable_log_and_warns_on_another_configuration() 
     assert other[2][0].startswith("sglang_startup_log: s.log is not a start of this configuration (tp_size: the log "
                                   "ran 8, the plan has 4)")
     assert preflight.missing_for_plan(facts, calibrating=True) == []
-    assert "sglang_model_weight_gb" in preflight.missing_for_plan(facts)
+    assert "sglang_model_weight_size" in preflight.missing_for_plan(facts)
 
 
 # Real startup logs of other people's servers (tests/fixtures/sglang-logs/public/README.md names each

@@ -415,7 +415,11 @@ def test_a_ready_start_returns_and_records_what_it_measured(tmp_path: Path) -> N
     journal += [("new", line) for line in (FIXTURES / "startup-0.5.23.log").read_text().splitlines()]
     fake = FakeHost([active("new")], journal=journal, health_from=1)
     observed = tmp_path / "state" / "kimi.observed.json"
-    params = dict(PARAMS, observed_file=str(observed), identity={"tp_size": 8, "version": "0.5.23"})
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model-00001-of-00001.safetensors").write_bytes(b"w" * 4096)
+    identity = {"tp_size": 8, "version": "0.5.23", "model_path": str(model)}
+    params = dict(PARAMS, observed_file=str(observed), identity=identity)
     result = sglang_ready.Waiter(params, fake, FakeClock()).run()
     startup = result["startup"]
     assert startup["kv_tokens"] == 154998 and startup["ranks"] == 2
@@ -423,7 +427,12 @@ def test_a_ready_start_returns_and_records_what_it_measured(tmp_path: Path) -> N
     assert [load["architecture"] for load in startup["loads"]] == ["KimiK25ForConditionalGeneration",
                                                                    "LlamaForCausalLMEagle3"]
     record = json.loads(observed.read_text())
-    assert record["startup"] == startup and record["identity"] == {"tp_size": 8, "version": "0.5.23"}
+    assert record["startup"] == startup and record["identity"] == identity
+    # The load's timings: SGLang's elapsed= of the model and the draft, the files' size over it.
+    assert record["load"] == result["load"] and record["load"]["weights_load_s"] == pytest.approx(244.10 + 2.31)
+    assert record["load"]["weights_bytes"] == 4096
+    assert record["load"]["read_gb_per_s"] == round(4096 / 1e9 / (244.10 + 2.31), 3)
+    assert record["load"]["total_s"] == result["elapsed_s"] and "loading_weights" in record["load"]["phases_s"]
     assert record["invocation_id"] == "new" and record["recorded_at"].endswith("Z")
     assert oct(observed.stat().st_mode & 0o777) == "0o644"
 
