@@ -4,11 +4,12 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= $(if $(CI),0,1)
 export PY_COLORS ?= $(if $(CI),0,1)
 
-.PHONY: help setup sandbox demo test static lint sanity collection ee unit molecule clean
+.PHONY: help setup sandbox demo test static lint sanity collection ee unit molecule bench clean
 help:
 	@echo "make demo   - set everything up, deploy to a local sandbox container, show the unit and a health answer"
 	@echo "make test   - every test: lint, ansible-test sanity, the built collection, the EE context, pytest, Molecule"
 	@echo "make setup | sandbox | static (lint sanity collection ee) | lint | sanity | collection | ee | unit | molecule | clean"
+	@echo "make bench  - time the no-op deploy and a roll on fleets of 1 and 5 sandbox hosts (BENCH_HOSTS=1,5)"
 
 setup:
 	@bash scripts/setup.sh
@@ -70,6 +71,11 @@ test: setup
 
 static: setup
 	$(MAKE) --no-print-directory -j1 lint sanity collection ee
+
+# Not part of make test: how the deploy's cost grows with the fleet (tools/bench_fleet.py, docs/tests.md).
+BENCH_HOSTS ?= 1,5
+bench: setup
+	python tools/bench_fleet.py --hosts $(BENCH_HOSTS) --repeat 3 --json .cache/bench-fleet.json
 
 clean:
 	-ansible-playbook playbooks/sandbox-destroy.yml

@@ -19,7 +19,9 @@ DOCUMENTATION = r"""
 name: rollout_batches
 short_description: Rollout batches, metrics, unit properties, the status table, probe lines, missing apt packages
 description:
-  - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch.
+  - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch,
+    over the servers that restart (group C(sglang_rollout_restart)); all in one batch for a first install.
+  - C(sglang.deploy.rollout_plan) says which servers restart in which batch, and which are left alone.
   - C(sglang.deploy.metrics) sums SGLang's Prometheus gauges (C(/metrics)) by name, over their labels; by
     default the gauges the status table shows, or the names given.
   - C(sglang.deploy.unit_properties) reads the output of C(systemctl show) into a dict.
@@ -57,27 +59,60 @@ _value:
 """
 
 
-def rollout_batches(groups: Any, serial: Any = 1) -> list[int]:
-    """Batch sizes for the rolling play's `serial`: hosts of group sglang_workers in order, where the
-    hosts of one sglang_multinode_<name> group form a single unit (restarted together). `serial` is
-    a count of units or a percentage ("25%") per batch."""
-    workers = list(groups.get("sglang_workers", []))
-    owner = {host: name for name, members in groups.items() if name.startswith("sglang_multinode_")
-             for host in members}
+def rollout_batches(groups: Any, serial: Any = 1, members: str = "sglang_workers", parallel: bool = False) -> list[int]:
+    """Batch sizes for the rolling play's `serial`, over the hosts of group `members` (the servers that
+    restart; by default every server) in inventory order, where the hosts of one sglang_multinode_<name>
+    group form a single unit (restarted together). `serial` is a count of units or a percentage ("25%")
+    of all the servers' units per batch. `parallel` (a first install: nothing serves yet) puts them all
+    in one batch."""
+    units = rollout_units(groups, members)
+    if parallel:
+        return [sum(len(u) for u in units) or 1]
+    per_batch = _units_per_batch(serial, len(rollout_units(groups, "sglang_workers")))
+    return [sum(len(u) for u in units[i:i + per_batch]) for i in range(0, len(units), per_batch)] or [1]
+
+
+def rollout_units(groups: Any, members: str = "sglang_workers") -> list[list[str]]:
+    """The hosts of group `members`, in the order of sglang_workers, as units: a multi-node server's hosts
+    together, which must be next to each other and all in `members` or none."""
+    chosen = set(groups.get(members, []))
+    workers = [host for host in groups.get("sglang_workers", []) if host in chosen]
+    owner = {host: name for name, hosts in groups.items() if name.startswith("sglang_multinode_") for host in hosts}
     units: list[list[str]] = []
     for host in workers:
         if host in owner and units and units[-1][0] in owner and owner[units[-1][0]] == owner[host]:
             units[-1].append(host)
         else:
             units.append([host])
-    for name in set(owner.values()):
-        members = [u for u in units if owner.get(u[0]) == name]
-        if len(members) != 1 or sorted(members[0]) != sorted(groups[name]):
+    for name in {owner[host] for host in workers if host in owner}:
+        found = [u for u in units if owner.get(u[0]) == name]
+        if len(found) != 1 or sorted(found[0]) != sorted(groups[name]):
             raise AnsibleFilterError(
                 f"the hosts of {name} must all be in sglang_workers, next to each other in inventory order, "
                 f"so they roll out as one unit; got {groups[name]} within {workers}")
-    per_batch = _units_per_batch(serial, len(units))
-    return [sum(len(u) for u in units[i:i + per_batch]) for i in range(0, len(units), per_batch)] or [1]
+    return units
+
+
+def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False) -> str:
+    """What the rolling play will do, printed before any server is drained: the servers that restart, in
+    their batches, and the ones left alone (group sglang_rollout_restart, made by deploy.yml)."""
+    restart = rollout_units(groups, "sglang_rollout_restart")
+    kept = [host for host in groups.get("sglang_workers", []) if host in set(groups.get("sglang_rollout_keep", []))]
+    alone = f"Unchanged and serving, not drained: {', '.join(kept)}." if kept else ""
+    if not restart:
+        return "ROLLOUT PLAN: no server restarts. " + alone
+    if parallel:
+        return (f"ROLLOUT PLAN: first install, no server runs yet: {', '.join(h for u in restart for h in u)} "
+                "start together. " + alone)
+    sizes, lines, index = rollout_batches(groups, serial, "sglang_rollout_restart"), [], 0
+    for number, size in enumerate(sizes, 1):
+        hosts = [h for u in restart for h in u][index:index + size]
+        lines.append(f"batch {number}: {', '.join(hosts)}")
+        index += size
+    count = sum(len(u) for u in restart)
+    return (f"ROLLOUT PLAN: {count} server{'s' if count != 1 else ''} restart in {len(sizes)} "
+            f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, restarted "
+            f"and back before the next: {'; '.join(lines)}. " + alone).strip()
 
 
 def _units_per_batch(serial: Any, units: int) -> int:
@@ -244,7 +279,7 @@ def dd_rate(stderr: Any) -> float | None:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"rollout_batches": rollout_batches, "metrics": metrics, "unit_properties": unit_properties,
-                "status_table": status_table, "probe_line": probe_line, "apt_missing": apt_missing,
-                "files_to_copy": files_to_copy, "load_budget": load_budget, "load_summary": load_summary,
-                "dd_rate": dd_rate}
+        return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "metrics": metrics,
+                "unit_properties": unit_properties, "status_table": status_table, "probe_line": probe_line,
+                "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
+                "load_summary": load_summary, "dd_rate": dd_rate}

@@ -123,6 +123,15 @@ workers:
       description: The router's load figure for the worker; null when it gives none.
       type: int
       sample: 0
+msg:
+  description:
+    - In check mode when the router does not answer (it is not running yet, as on a first install), why the
+      plan assumes it starts with no worker.
+  type: str
+  returned: in check mode, when the router does not answer
+  sample: >-
+    router http://127.0.0.1:30080 does not answer (GET /workers: [Errno 111] Connection refused); as it would
+    start empty
 """
 
 import json
@@ -138,6 +147,10 @@ from ansible.module_utils.urls import open_url
 
 class RouterError(Exception):
     """The router did not answer as its API says."""
+
+
+class RouterDown(RouterError):
+    """The router does not answer at all (not running, or not reachable)."""
 
 
 class Router:
@@ -157,7 +170,7 @@ class Router:
         except HTTPError as exc:
             raise RouterError(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:300]}") from exc
         except (URLError, OSError, HTTPException, UrlsConnectionError) as exc:
-            raise RouterError(f"{method} {path}: {getattr(exc, 'reason', exc)}") from exc
+            raise RouterDown(f"{method} {path}: {getattr(exc, 'reason', exc)}") from exc
         try:
             return json.loads(text)
         except ValueError as exc:
@@ -200,7 +213,16 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
         clock: Any = time, worker_keys: dict[str, str] | None = None) -> dict[str, Any]:
     wanted = [norm(url) for url in wanted]
     keys = {norm(url): str(key) for url, key in (worker_keys or {}).items() if key}
-    current = router.workers()
+    try:
+        current = router.workers()
+    except RouterDown as exc:
+        if not check:
+            raise
+        # --check on a host where the router is not running yet (a first install): it would start with
+        # none of these servers.
+        current, note = {}, f"router {router.base} does not answer ({exc}); as it would start empty"
+    else:
+        note = ""
     add, remove = plan(current, wanted, state)
     diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
     if not check:
@@ -219,8 +241,11 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
                               f"(state {state}; not yet healthy: {pending or 'none'}; "
                               f"listed: {sorted(current)})")
         clock.sleep(1)
-    return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
-            "diff": diff}
+    result = {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
+              "diff": diff}
+    if note:
+        result["msg"] = note
+    return result
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {

@@ -33,6 +33,36 @@ def test_members_apart_in_the_order_are_refused() -> None:
         batches(groups, 1)
 
 
+FLEET = {"sglang_workers": ["a0", "a1", "w1", "w2", "w3", "w4"], "sglang_multinode_big": ["a0", "a1"]}
+
+
+def test_only_the_servers_that_restart_are_batched() -> None:
+    groups = dict(FLEET, sglang_rollout_restart=["w3", "a1", "a0"], sglang_rollout_keep=["w1", "w2", "w4"])
+    assert batches(groups, 1, "sglang_rollout_restart") == [2, 1]  # the multi-node server, then w3
+    # A percentage is of the whole fleet's units (5): 40 % = 2 units per batch, whatever restarts.
+    assert batches(groups, "40%", "sglang_rollout_restart") == [3]
+    assert batches(groups, 1, "sglang_rollout_restart", parallel=True) == [3]
+    assert batches(dict(FLEET, sglang_rollout_restart=[]), 1, "sglang_rollout_restart") == [1]
+
+
+def test_a_multinode_server_restarts_whole_or_not_at_all() -> None:
+    with pytest.raises(AnsibleFilterError, match="as one unit"):
+        batches(dict(FLEET, sglang_rollout_restart=["a0", "w1"]), 1, "sglang_rollout_restart")
+
+
+def test_the_rollout_plan_names_each_batch_and_the_servers_left_alone() -> None:
+    groups = dict(FLEET, sglang_rollout_restart=["w3", "a0", "a1"], sglang_rollout_keep=["w1", "w2", "w4"])
+    assert ops.rollout_plan(groups, 1) == (
+        "ROLLOUT PLAN: 3 servers restart in 2 batches (sglang_rolling_serial 1), each drained, restarted and back "
+        "before the next: batch 1: a0, a1; batch 2: w3. Unchanged and serving, not drained: w1, w2, w4.")
+    assert ops.rollout_plan(groups, 1, True) == (
+        "ROLLOUT PLAN: first install, no server runs yet: a0, a1, w3 start together. Unchanged and serving, not "
+        "drained: w1, w2, w4.")
+    nothing = dict(FLEET, sglang_rollout_keep=FLEET["sglang_workers"])
+    assert ops.rollout_plan(nothing, 1) == ("ROLLOUT PLAN: no server restarts. Unchanged and serving, not drained: "
+                                            "a0, a1, w1, w2, w3, w4.")
+
+
 @pytest.mark.parametrize("serial", [0, "-1", "0%", "150%", "half"])
 def test_a_bad_serial_names_the_variable(serial: object) -> None:
     with pytest.raises(AnsibleFilterError, match="sglang_rolling_serial"):

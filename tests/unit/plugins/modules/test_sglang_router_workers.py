@@ -146,3 +146,22 @@ def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:
 def test_an_unreachable_router_is_a_clear_error() -> None:
     with pytest.raises(mod.RouterError, match="GET /workers"):
         mod.Router("http://127.0.0.1:9", None, timeout=2).workers()
+
+
+def test_check_mode_plans_against_an_empty_router_when_it_does_not_run_yet() -> None:
+    """deploy.yml --check on a first install: the router's unit is not written, so nothing answers. The check
+    says what it would register; a real run still fails on a router that does not answer."""
+    down = mod.Router("http://127.0.0.1:9", None, timeout=2)
+    result = mod.run(down, [A], "exact", True, 5, check=True)
+    assert result["changed"] and result["added"] == [A] and result["removed"] == []
+    assert result["msg"].startswith("router http://127.0.0.1:9 does not answer (GET /workers: ")
+    with pytest.raises(mod.RouterDown, match="GET /workers"):
+        mod.run(down, [A], "exact", True, 5, check=False)
+
+
+def test_check_mode_still_fails_on_a_router_that_refuses_the_key(router: FakeRouter) -> None:
+    class Refusing(mod.Router):
+        def workers(self) -> dict[str, dict[str, Any]]:
+            raise mod.RouterError("GET /workers: HTTP 401 unauthorized")
+    with pytest.raises(mod.RouterError, match="401"):
+        mod.run(Refusing(client(router).base, None), [A], "present", True, 5, check=True)

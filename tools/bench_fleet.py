@@ -1,0 +1,140 @@
+"""How the deploy's cost grows with the fleet: N sandbox hosts, a first install, the no-op deploy timed
+(wall and controller CPU, median of --repeat runs) and one configuration roll, for each N given.
+
+    .venv/bin/python tools/bench_fleet.py --hosts 1,5 [--repeat 3] [--json OUT]   (make bench)
+
+Each N gets its own inventory (hosts bench-1..bench-N as Debian 12 systemd containers running the SGLang
+simulator, on the Docker network sglang-bench, with the sandbox's group variables), created with
+playbooks/sandbox.yml and removed with playbooks/sandbox-destroy.yml afterwards, whatever happened. The
+controller CPU is the user + system time of the ansible-playbook process and everything it started
+(its workers, the docker exec clients), read from the kernel's accounting of children. The machine the
+figures come from is printed with them: they mean nothing without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NETWORK = "sglang-bench"
+
+
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float
+    rc: int
+
+
+@dataclass
+class Result:
+    hosts: int
+    install: Run
+    noop: list[Run] = field(default_factory=list)
+    roll: Run | None = None
+
+    def median(self, attribute: str) -> float:
+        return statistics.median(getattr(run, attribute) for run in self.noop)
+
+
+def inventory(directory: Path, hosts: int) -> Path:
+    """An inventory of `hosts` sandbox servers, with the sandbox's group variables on another network."""
+    (directory / "group_vars").mkdir(parents=True)
+    (directory / "group_vars" / "all.yml").symlink_to(ROOT / "inventory" / "sandbox" / "group_vars" / "all.yml")
+    members = {f"bench-{n}": {"ansible_host": f"sglang-bench-{n}", "sandbox_network": NETWORK}
+               for n in range(1, hosts + 1)}
+    (directory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {
+        "sglang_workers": {"hosts": members}, "sglang_routers": {"hosts": {}}}}}))
+    return directory
+
+
+def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
+    """ansible-playbook NAME -i INV EXTRA: wall time, the CPU time of it and its children, exit status."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    binary = str(Path(sys.executable).parent / "ansible-playbook")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    with log.open("a") as out:
+        out.write(f"\n$ ansible-playbook {name} -i {inv} {' '.join(extra)}\n")
+        out.flush()
+        rc = subprocess.run([binary, name, "-i", str(inv), *extra], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT, check=False).returncode
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(round(wall, 1), round(cpu, 1), rc)
+
+
+def checked(run: Run, what: str, log: Path) -> Run:
+    if run.rc != 0:
+        raise SystemExit(f"{what} failed (exit {run.rc}); see {log}")
+    return run
+
+
+def bench(hosts: int, repeat: int, work: Path) -> Result:
+    inv = inventory(work / f"inventory-{hosts}", hosts)
+    log = work / f"bench-{hosts}.log"
+    try:
+        checked(playbook("playbooks/sandbox.yml", inv, log=log), f"creating {hosts} sandbox hosts", log)
+        result = Result(hosts, checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
+                                       "the first install", log))
+        for _run in range(repeat):
+            result.noop.append(checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
+                                       "a no-op deploy", log))
+        result.roll = checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.5", log=log), "the roll", log)
+        return result
+    finally:
+        playbook("playbooks/sandbox-destroy.yml", inv, log=log)
+
+
+def table(results: list[Result]) -> str:
+    base = results[0]
+    lines = ["hosts  no-op wall  ratio  no-op CPU  CPU/host  CPU ratio  roll wall  first install",
+             "-----  ----------  -----  ---------  --------  ---------  ---------  -------------"]
+    for result in results:
+        wall, cpu = result.median("wall_s"), result.median("cpu_s")
+        lines.append(f"{result.hosts:>5}  {wall:>8.1f} s  {wall / base.median('wall_s'):>4.2f}x  {cpu:>7.1f} s"
+                     f"  {cpu / result.hosts:>6.1f} s  {cpu / base.median('cpu_s'):>8.2f}x"
+                     f"  {result.roll.wall_s if result.roll else 0:>7.1f} s  {result.install.wall_s:>11.1f} s")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{platform.platform()}, {os.cpu_count()} CPUs, {memory:.0f} GiB, Python {platform.python_version()}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", default="1,5", help="comma-separated fleet sizes, the first the baseline")
+    parser.add_argument("--repeat", type=int, default=3, help="no-op deploys per size (the median is shown)")
+    parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
+    parser.add_argument("--work", type=Path, help="keep inventories and logs here (default: a temporary dir)")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.hosts.split(",")]
+    if not sizes or min(sizes) < 1 or args.repeat < 1:
+        parser.error("--hosts takes sizes >= 1 and --repeat a count >= 1")
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    work.mkdir(parents=True, exist_ok=True)
+    results = [bench(size, args.repeat, work) for size in sizes]
+    print(f"machine: {machine()}\nlogs: {work}\n\n{table(results)}")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
