@@ -73,7 +73,9 @@ def test_children_are_named_like_sglang_and_die_with_the_server(launch: LaunchFn
     port = free_port()
     server = launch(server_args(model_dir, port))
     children = wait_for(lambda: len(children_of(server.pid)) == 9 and children_of(server.pid), 10, what="children")
-    wait_for(lambda: all(comm(pid).startswith("sglang::") for pid in children), 5, what="titles")
+    # The title is set in two steps (the kernel's comm, then argv in /proc/<pid>/cmdline): wait for both.
+    wait_for(lambda: all(comm(pid).startswith("sglang::") and cmdline_title(pid).startswith("sglang::")
+                         for pid in children), 5, what="titles")
     titles = sorted(cmdline_title(pid) for pid in children)
     assert titles == sorted([f"sglang::scheduler_TP{rank}" for rank in range(8)] + ["sglang::detokenizer"])
     assert sorted(comm(pid) for pid in children) == ["sglang::detoken"] + ["sglang::schedul"] * 8
