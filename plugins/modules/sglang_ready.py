@@ -277,7 +277,7 @@ load:
   returned: when ready
   contains:
     total_s:
-      description: Seconds from the start of the wait to the ready answer.
+      description: Seconds from the invocation's first journal line to the ready answer.
       type: float
       sample: 712.4
     phases_s:
@@ -390,6 +390,7 @@ class Progress:
         self.last_line = ""
         self.startup_lines: list[str] = []  # the lines sglang_startup reads (memory figures, server_args)
         self.silence: dict[str, float] = {}  # stall key -> its longest time without a progress line
+        self.origin: float | None = None  # the invocation's first journal line: where its load began
 
     def begin(self, now: float) -> None:
         """The followed invocation runs: the stall clock starts now, in phase "starting"."""
@@ -397,6 +398,8 @@ class Progress:
             self.moved_at = now
 
     def feed(self, message: str, timestamp: float) -> None:
+        if self.origin is None:
+            self.origin = timestamp
         for line in re.split(r"[\r\n]+", message):
             if relevant(line):
                 self.startup_lines.append(line)  # what sglang_startup reads once the server is ready
@@ -658,8 +661,12 @@ class Waiter:
         except StartupLogError:
             result["startup"] = None
         identity = self.p.get("identity") or {}
+        # The load's own clock starts at the invocation's first journal line, not when this wait began (a wait
+        # that starts late, on a busy controller, still sees the whole journal).
+        origin = min(self.progress.origin or self.started, self.started)
+        since_origin = [dict(p, at_s=round(p["at_s"] + self.started - origin, 1)) for p in self.progress.phases]
         result["load"] = load.timings(
-            self.progress.phases, result["elapsed_s"], (result["startup"] or {}).get("loads") or [],
+            since_origin, round(now - origin, 1), (result["startup"] or {}).get("loads") or [],
             load.safetensors_bytes(identity.get("model_path"), identity.get("speculative_draft_model_path")),
             self.progress.silence)
         if result["startup"] and self.p.get("observed_file"):

@@ -443,3 +443,23 @@ def test_a_start_without_the_weight_lines_records_nothing(tmp_path: Path) -> Non
     observed = tmp_path / "kimi.observed.json"
     result = sglang_ready.Waiter(dict(PARAMS, observed_file=str(observed)), fake, FakeClock()).run()
     assert result["startup"] is None and not observed.exists()
+
+
+def test_a_wait_that_starts_late_still_times_the_whole_load(tmp_path: Path) -> None:
+    """On a busy controller the waiter may start after the load began: the load's clock starts at the
+    invocation's first journal line, not at the wait."""
+    clock = FakeClock()
+    early = [{"cursor": str(i), "ts": 990.0 + i, "message": msg} for i, msg in enumerate((
+        "[t TP0] Load weight begin. avail mem=93.82 GB",
+        "[t TP0] Load weight end. elapsed=8.00 s, type=X, avail mem=20.24 GB, mem usage=73.58 GB.",
+        "[t TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, KV size: 1.00 GB",
+        "[t] The server is fired up and ready to roll!"))]
+
+    class Late(FakeHost):
+        def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+            start = int(cursor) + 1 if cursor else 0
+            return [entry for entry in early if int(entry["cursor"]) >= start]
+
+    result = sglang_ready.Waiter(PARAMS, Late([active("new")], health_from=1), clock).run()
+    assert result["elapsed_s"] < 5 and result["load"]["total_s"] == round(clock.now - 990.0, 1)
+    assert result["load"]["phases_s"]["loading_weights"] == 1.0  # begin at 990, end at 991
