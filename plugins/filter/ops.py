@@ -104,12 +104,12 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False) -> str:
     if parallel:
         return (f"ROLLOUT PLAN: first install, no server runs yet: {', '.join(h for u in restart for h in u)} "
                 "start together. " + alone)
+    hosts = [host for unit in restart for host in unit]
     sizes, lines, index = rollout_batches(groups, serial, "sglang_rollout_restart"), [], 0
     for number, size in enumerate(sizes, 1):
-        hosts = [h for u in restart for h in u][index:index + size]
-        lines.append(f"batch {number}: {', '.join(hosts)}")
+        lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
         index += size
-    count = sum(len(u) for u in restart)
+    count = len(hosts)
     return (f"ROLLOUT PLAN: {count} server{'s' if count != 1 else ''} restart in {len(sizes)} "
             f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, restarted "
             f"and back before the next: {'; '.join(lines)}. " + alone).strip()

@@ -41,6 +41,12 @@ def merge_facts(pinned: dict[str, Any], detected: dict[str, Any] | None) -> tupl
     return facts, errors
 
 
+def _fact_number(value: Any, scale: int) -> int:
+    """A fact as the plan counts it: the inventory's sizes state their unit ('547 GiB'); a number is in its
+    fact's unit (MiB for GPU memory, bytes otherwise) and scaled to bytes."""
+    return to_bytes(value) if isinstance(value, str) else int(to_float(value) * scale)
+
+
 def weight_notes(pinned: dict[str, Any], detected: dict[str, Any] | None) -> list[str]:
     """A weight size the inventory sets (it wins, for planning offline or to pin it) that is more than 3 %
     off the safetensors on the host: most often GB read as GiB, or a figure of another checkpoint."""
@@ -52,7 +58,7 @@ def weight_notes(pinned: dict[str, Any], detected: dict[str, Any] | None) -> lis
         if is_unset(typed) or not found:
             continue
         try:
-            size = to_bytes(typed) if isinstance(typed, str) else int(to_float(typed))
+            size = _fact_number(typed, fact.scale)
         except ValueError:
             continue
         if abs(size - int(found)) > 0.03 * int(found):
@@ -86,8 +92,8 @@ def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int)
         if isinstance(value, dict):
             values[fact.plan] = value
             continue
-        try:  # the inventory's sizes state their unit ('547 GiB'); the host's are bytes
-            number = to_bytes(value) if isinstance(value, str) else int(to_float(value) * fact.scale)
+        try:
+            number = _fact_number(value, fact.scale)
         except ValueError as exc:
             raise CapacityError(f"{fact.var}: {exc}") from None
         values[fact.plan] = number // tp if fact.key.endswith("_total") else number
