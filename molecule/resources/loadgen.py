@@ -73,11 +73,14 @@ def generate_forever(args: argparse.Namespace, tally: Tally, stop: threading.Eve
 
 
 def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) -> None:
+    """Poll the router's worker list every half second, and once more after the stop (whatever the machine's
+    speed, the last change before the stop is then seen: the caller stops after the roll has ended)."""
     previous: dict[str, bool] = {}
     events = open(args.events, "a", encoding="utf-8") if args.events else None  # noqa: SIM115
-    while not stop.is_set():
+    while True:
+        final = stop.is_set()
         try:
-            listing = get_json(args.router + "/workers", timeout=5)
+            listing = get_json(args.router + "/workers", timeout=30 if final else 5)
             current = {w["url"]: bool(w.get("is_healthy")) for w in listing.get("workers", [])}
             healthy = sum(current.values())
             state["min_healthy"] = min(state.get("min_healthy", healthy), healthy)
@@ -91,8 +94,11 @@ def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) 
                         events.flush()
             previous = current
         except (urllib.error.URLError, OSError, ValueError):
-            state["min_healthy"] = 0
-        time.sleep(0.5)
+            if not final:  # a router that does not answer serves nothing; after the stop it only missed the poll
+                state["min_healthy"] = 0
+        if final:
+            break
+        stop.wait(0.5)
     if events is not None:
         events.close()
 

@@ -1,0 +1,61 @@
+"""The bounded load generator of the rolling drills, against a fake router on loopback: a change of the
+router's workers made just before the stop is still in its events (it polls once more after the stop)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+from helpers import ROOT
+
+LOADGEN = ROOT / "molecule/resources/loadgen.py"
+
+
+class Router(BaseHTTPRequestHandler):
+    workers: ClassVar[list[str]] = ["http://a:30000", "http://b:30000"]
+    polled = threading.Event()  # the first listing (the load generator's baseline) has been served
+
+    def reply(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.reply({"workers": [{"url": url, "is_healthy": True} for url in Router.workers]})
+        Router.polled.set()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.reply({"text": "Paris", "meta_info": {"completion_tokens": 1}})
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_last_change_before_the_stop_is_recorded(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    events, stop = tmp_path / "events.jsonl", tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, str(LOADGEN), "--router", f"http://127.0.0.1:{server.server_port}",
+                             "--expect", "2", "--concurrency", "1", "--max-requests", "100000", "--max-seconds", "120",
+                             "--stop-file", str(stop), "--events", str(events)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert Router.polled.wait(timeout=120), "the load generator never listed the workers"
+        Router.workers = ["http://a:30000"]
+        stop.touch()  # at once: only the poll after the stop can see b's removal
+        out, _err = proc.communicate(timeout=120)
+    finally:
+        server.shutdown()
+        Router.workers = ["http://a:30000", "http://b:30000"]
+    recorded = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [(e["url"], e["event"]) for e in recorded] == [("http://b:30000", "removed")], out
+    assert "LOAD SUMMARY" in out and " failed=0 " in out, out
