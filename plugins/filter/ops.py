@@ -6,6 +6,7 @@ lines, apt, and the readiness budget learned from the last load."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from typing import Any
@@ -36,6 +37,11 @@ description:
     what the host's last recorded load of the same model needed (module_utils _load).
   - C(sglang.deploy.load_summary) gives one line of a load's timings (the RV(load) of sglang_ready).
   - C(sglang.deploy.dd_rate) reads the rate in GB/s from what C(dd) prints on its standard error, or none.
+  - C(sglang.deploy.stamp_digest) gives the SHA-256 of a role's inputs, C(inputs | stamp_digest(paths)), over the
+    inputs as canonical JSON and the content of every file under the controller paths given (the role's own
+    directory and the collection's plugins, so that a new release of the role converges again).
+  - C(sglang.deploy.stamp_state) decides from a host's stamp (module C(sglang.deploy.converge_stamp)) whether a role
+    has nothing to do there, C(stamp | stamp_state(digest, enabled)) -> C({digest, converged, why}).
 """
 
 EXAMPLES = r"""
@@ -253,6 +259,40 @@ def files_to_copy(directory: Any, found: Any) -> list[str]:
     return [path for path in paths if os.path.isfile(path) and on_host.get(os.path.basename(path)) != _sha1(path)]
 
 
+def stamp_digest(inputs: Any, paths: Any = ()) -> str:
+    """`inputs | stamp_digest([role_path, plugins_dir])`: SHA-256 of the inputs as canonical JSON, and of
+    every file under the paths (relative name and content; byte-code caches left out)."""
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode())
+    for top in [str(path) for path in paths or ()]:
+        if not os.path.isdir(top):
+            raise AnsibleFilterError(f"stamp_digest: {top} is not a directory")
+        for root, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(n for n in files if not n.endswith(".pyc")):
+                full = os.path.join(root, name)
+                digest.update(f"\0{os.path.relpath(full, top)}\0".encode())
+                with open(full, "rb") as handle:
+                    digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def stamp_state(stamp: Any, digest: str, enabled: Any = True) -> dict[str, Any]:
+    """`stamps[role] | stamp_state(digest, enabled)`: {digest, converged, why}. Converged: the stamp
+    exists, its digest is this run's and nothing it lists moved; never when not `enabled`."""
+    stamp = stamp if isinstance(stamp, dict) else {}
+    if not enabled:
+        why = "the stamps are not trusted in this run (a phase of the role was asked for, or the skip is off)"
+    elif not stamp.get("found"):
+        why = "; ".join(stamp.get("drift") or ["no stamp was read"])
+    elif stamp.get("digest") != digest:
+        why = "its inputs changed (variables, the role or the collection) since it last converged here"
+    elif stamp.get("drift"):
+        why = "the host moved since it last converged here: " + "; ".join(stamp["drift"])
+    else:
+        why = ""
+    return {"digest": digest, "converged": not why, "why": why}
+
+
 def load_budget(record: Any, identity: Any, timeout: Any, stall_timeouts: Any) -> dict[str, Any]:
     """`observed | load_budget(identity, sglang_ready_timeout, sglang_service_stall_timeouts)`."""
     bounds, _problems = stall_bounds(dict(stall_timeouts or {}))  # the variable check refused bad ones already
@@ -282,4 +322,5 @@ class FilterModule:
         return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "metrics": metrics,
                 "unit_properties": unit_properties, "status_table": status_table, "probe_line": probe_line,
                 "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
-                "load_summary": load_summary, "dd_rate": dd_rate}
+                "load_summary": load_summary, "dd_rate": dd_rate, "stamp_digest": stamp_digest,
+                "stamp_state": stamp_state}

@@ -162,6 +162,17 @@ def test_converge_started_the_server_once(host: Any) -> None:
 
 # --- drills through the CLI ------------------------------------------------------------------
 
+INSTALL_ROLES = {"nvidia_driver": "Install, configure and verify the driver", "sglang_stack": "Install the stack",
+                 "sglang_weights": "Download and verify the weights"}
+
+
+def task_results(output: str, task: str) -> list[str]:
+    """The result lines (ok:, changed:, skipping:, ...) of a task in the default callback's output."""
+    block = re.search(rf"^TASK \[{re.escape(task)}\].*?(?=^TASK \[|^PLAY )", output, re.S | re.M)
+    assert block, f"no task {task} in the output"
+    return [line for line in block.group(0).splitlines()[1:] if re.match(r"^(ok|changed|skipping|fatal):", line)]
+
+
 def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
     before = show(host, "InvocationID", "MainPID", "NRestarts")
     rc, out, seconds = deploy("-e", "hicache_ratio=2.0")
@@ -169,7 +180,32 @@ def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
     assert recap(out, "sglang-molecule-default")["changed"] == 0, out[-3000:]
     after = show(host, "InvocationID", "MainPID", "NRestarts")
     assert after == before
-    print(f"MEASURED no-op deploy wall time: {seconds:.1f} s; systemctl show before={before} after={after}")
+    # The install roles found the host as they left it (their stamps): not one of their tasks ran.
+    for role, task in INSTALL_ROLES.items():
+        assert [line.split(":")[0] for line in task_results(out, f"{role} : {task}")] == ["skipping"], role
+    assert "runs on sglang-molecule-default" not in out
+    print(f"MEASURED no-op deploy wall time: {seconds:.1f} s, {recap(out, 'sglang-molecule-default')}; "
+          f"systemctl show before={before} after={after}")
+
+
+def test_a_host_that_moved_since_the_last_deploy_is_put_back_and_says_why(host: Any) -> None:
+    """The stamps skip a role only while nothing it manages moved: an edited pin and a released hold
+    bring the driver role back, which restores both without touching the server."""
+    pin = "/etc/apt/preferences.d/nvidia-driver.pref"
+    original, running = host.file(pin).content_string, show(host, "InvocationID")
+    host.check_output(f"echo '# edited by hand' >> {pin} && apt-mark unhold nvidia-modprobe")
+    rc, out, _seconds = deploy("-e", "hicache_ratio=2.0")
+    assert rc == 0, out[-3000:]
+    assert re.search(rf"nvidia_driver runs on sglang-molecule-default: the host moved since it last converged "
+                     rf"here: path {pin}: file 0644 0:0 sha256:\w+ -> file 0644 0:0 sha256:\w+; "
+                     r"package nvidia-modprobe: [^ ]+ hi -> [^ ]+ ii", out), out[-3000:]
+    assert task_results(out, "sglang_stack : Install the stack") == ["skipping: [sglang-molecule-default]"]
+    assert host.file(pin).content_string == original
+    assert "nvidia-modprobe" in host.check_output("apt-mark showhold").split()
+    assert show(host, "InvocationID") == running
+    rc, out, _seconds = deploy("-e", "hicache_ratio=2.0")
+    assert rc == 0 and recap(out, "sglang-molecule-default")["changed"] == 0, out[-3000:]
+    assert task_results(out, "nvidia_driver : Install, configure and verify the driver")[0].startswith("skipping")
 
 
 def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:

@@ -149,3 +149,35 @@ def test_files_to_copy_lists_what_the_host_lacks_or_holds_otherwise(tmp_path: Pa
     all_there = {"files": [{"path": f"/w/{n}", "checksum": hashlib.sha1(n[0].encode()).hexdigest()}
                            for n in ("a.whl", "b.whl", "c.whl")]}
     assert files_to_copy(str(tmp_path), all_there) == []
+
+
+def test_stamp_digest_covers_the_inputs_and_the_code(tmp_path: Path) -> None:
+    role = tmp_path / "role"
+    (role / "tasks").mkdir(parents=True)
+    (role / "tasks" / "main.yml").write_text("---\n")
+    base = ops.stamp_digest({"b": 1, "a": [1, 2]}, [str(role)])
+    assert base == ops.stamp_digest({"a": [1, 2], "b": 1}, [str(role)])  # key order does not matter
+    assert base != ops.stamp_digest({"a": [2, 1], "b": 1}, [str(role)])
+    (role / "__pycache__").mkdir()
+    (role / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    (role / "tasks" / "y.pyc").write_bytes(b"\0")
+    assert ops.stamp_digest({"b": 1, "a": [1, 2]}, [str(role)]) == base  # byte-code caches do not count
+    (role / "tasks" / "main.yml").write_text("---\n# changed\n")
+    assert ops.stamp_digest({"b": 1, "a": [1, 2]}, [str(role)]) != base
+    with pytest.raises(AnsibleFilterError, match="is not a directory"):
+        ops.stamp_digest({}, [str(tmp_path / "missing")])
+
+
+@pytest.mark.parametrize(("stamp", "enabled", "converged", "why"), [
+    ({"found": True, "digest": "d", "drift": []}, True, True, ""),
+    ({"found": True, "digest": "d", "drift": []}, False, False, "not trusted"),
+    ({"found": False, "digest": None, "drift": ["no stamp: the role has not converged"]}, True, False, "no stamp"),
+    (None, True, False, "no stamp was read"),
+    ({"found": True, "digest": "old", "drift": []}, True, False, "its inputs changed"),
+    ({"found": True, "digest": "d", "drift": ["path /a: x -> absent", "unit u: y -> z"]}, True, False,
+     "the host moved since it last converged here: path /a: x -> absent; unit u: y -> z"),
+])
+def test_stamp_state(stamp: object, enabled: bool, converged: bool, why: str) -> None:
+    state = ops.stamp_state(stamp, "d", enabled)
+    assert state["converged"] is converged and state["digest"] == "d" and why in state["why"]
+    assert bool(state["why"]) is not converged

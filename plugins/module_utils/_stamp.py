@@ -1,0 +1,206 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Private to this collection: what a role left on a host, observed, recorded and compared.
+
+A role that converged records a stamp: the digest of its inputs (computed on the controller) and a
+manifest of what it manages (paths, directory listings, file trees, Debian packages, systemd units,
+users, groups, read-only commands), with how each of those looked right then. The next run reads the
+stamp and looks again: when the inputs are the same and nothing in the manifest moved, the role has
+nothing to do on that host. Standard library only; the host's commands come in through ``run``.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat
+import typing as t
+
+Run = t.Callable[[t.Sequence[str]], tuple[int, str]]
+
+KINDS = ("paths", "listings", "trees", "packages", "units", "users", "groups", "commands")
+VERSION = 1
+
+
+def sha256_file(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def path_state(path: str) -> str:
+    """Type, mode and owner of a path, and a regular file's content digest; 'absent' when missing."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    kind = "dir" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) \
+        else "chr" if stat.S_ISCHR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+    state = f"{kind} {stat.S_IMODE(info.st_mode):04o} {info.st_uid}:{info.st_gid}"
+    if kind == "file":
+        try:
+            state += f" sha256:{sha256_file(path)}"
+        except OSError as exc:
+            state += f" unreadable ({exc.strerror})"
+    elif kind == "link":
+        state += f" -> {os.readlink(path)}"
+    return state
+
+
+def listing_state(path: str) -> str:
+    """The sorted names in a directory (a virtualenv's *.dist-info carry the versions), as a digest."""
+    try:
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        return "absent"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    return f"{len(names)} entries sha256:{hashlib.sha256(chr(10).join(names).encode()).hexdigest()}"
+
+
+def tree_state(path: str) -> str:
+    """Every file under a directory by relative path, size and modification time, as a digest."""
+    if not os.path.isdir(path):
+        return "absent" if not os.path.lexists(path) else "not a directory"
+    rows = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                info = os.stat(full)
+            except OSError:
+                rows.append(f"{os.path.relpath(full, path)} unreadable")
+                continue
+            rows.append(f"{os.path.relpath(full, path)} {info.st_size} {info.st_mtime_ns}")
+    return f"{len(rows)} files sha256:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
+
+
+def user_state(name: str) -> str:
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return "absent"
+    return f"uid {entry.pw_uid} gid {entry.pw_gid} home {entry.pw_dir} shell {entry.pw_shell}"
+
+
+def group_state(name: str) -> str:
+    try:
+        return f"gid {grp.getgrnam(name).gr_gid}"
+    except KeyError:
+        return "absent"
+
+
+def parse_dpkg(text: str) -> dict[str, str]:
+    """``dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Abbrev}\\n'`` -> {name: 'version status'}.
+    The status' first letter is the selection: h is a hold (apt-mark hold)."""
+    states = {}
+    for line in text.splitlines():
+        cells = line.split("\t")
+        if len(cells) == 3 and cells[0]:
+            states[cells[0].split(":")[0]] = f"{cells[1]} {cells[2].strip()}".strip()
+    return states
+
+
+def package_states(names: t.Sequence[str], run: Run) -> dict[str, str]:
+    if not names:
+        return {}
+    _rc, out = run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", *names])
+    found = parse_dpkg(out)  # dpkg-query exits 1 when a name is unknown, and still prints the others
+    return {name: found.get(name) or "absent" for name in names}
+
+
+def parse_units(text: str) -> dict[str, str]:
+    """``systemctl show -p Id,UnitFileState,ActiveState a b`` (blocks separated by blank lines)."""
+    states, block = {}, {}
+    for line in [*text.splitlines(), ""]:
+        key, sep, value = line.partition("=")
+        if sep:
+            block[key] = value
+        elif block:
+            states[block.get("Id", "")] = f"{block.get('UnitFileState') or '-'}/{block.get('ActiveState', '-')}"
+            block = {}
+    return states
+
+
+def unit_states(names: t.Sequence[str], run: Run) -> dict[str, str]:
+    if not names:
+        return {}
+    _rc, out = run(["systemctl", "show", "-p", "Id,UnitFileState,ActiveState", "--", *names])
+    found = parse_units(out)
+    return {name: found.get(name, "unknown") for name in names}
+
+
+def command_state(argv: t.Sequence[str], run: Run) -> str:
+    rc, out = run(argv)
+    return f"exit {rc} sha256:{hashlib.sha256(out.encode()).hexdigest()}"
+
+
+def normalized(manifest: dict[str, t.Any] | None) -> dict[str, list[t.Any]]:
+    """The manifest with every kind present, empty entries and duplicates dropped, in a stable order."""
+    manifest = manifest or {}
+    unknown = sorted(set(manifest) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown manifest kinds {unknown}; allowed: {', '.join(KINDS)}")
+    result: dict[str, list[t.Any]] = {}
+    for kind in KINDS:
+        entries = [entry for entry in manifest.get(kind) or [] if entry]
+        if kind == "commands":
+            result[kind] = [list(map(str, entry)) for entry in entries]
+        else:
+            result[kind] = sorted({str(entry) for entry in entries})
+    return result
+
+
+def observe(manifest: dict[str, list[t.Any]], run: Run) -> dict[str, dict[str, str]]:
+    """How each entry of a normalized manifest looks now: {kind: {entry: state}}."""
+    return {
+        "paths": {path: path_state(path) for path in manifest["paths"]},
+        "listings": {path: listing_state(path) for path in manifest["listings"]},
+        "trees": {path: tree_state(path) for path in manifest["trees"]},
+        "packages": package_states(manifest["packages"], run),
+        "units": unit_states(manifest["units"], run),
+        "users": {name: user_state(name) for name in manifest["users"]},
+        "groups": {name: group_state(name) for name in manifest["groups"]},
+        "commands": {" ".join(argv): command_state(argv, run) for argv in manifest["commands"]},
+    }
+
+
+def drift(recorded: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> list[str]:
+    """What moved since the stamp, one line per entry: 'package nvidia-open: 580.95.05-1 hi -> absent'."""
+    lines = []
+    for kind in KINDS:
+        before, after = recorded.get(kind, {}), now.get(kind, {})
+        for entry in sorted(set(before) | set(after)):
+            if before.get(entry) != after.get(entry):
+                lines.append(f"{kind[:-1]} {entry}: {before.get(entry, 'not recorded')} -> {after.get(entry, 'gone')}")
+    return lines
+
+
+def stamp_path(directory: str, name: str) -> str:
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"a stamp name is a plain file name, got {name!r}")
+    return os.path.join(directory, f"{name}.json")
+
+
+def read(path: str, run: Run) -> dict[str, t.Any]:
+    """A stamp as the controller sees it: found, the recorded digest, and the drift since."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            stamp = json.load(handle)
+        if not isinstance(stamp, dict) or stamp.get("version") != VERSION:
+            raise ValueError("another stamp format")
+        manifest = normalized(stamp.get("manifest"))
+    except FileNotFoundError:
+        return {"found": False, "digest": None, "drift": ["no stamp: the role has not converged on this host yet"]}
+    except (OSError, ValueError) as exc:
+        return {"found": False, "digest": None, "drift": [f"unreadable stamp {path}: {exc}"]}
+    return {"found": True, "digest": stamp.get("digest"), "recorded_at": stamp.get("recorded_at"),
+            "drift": drift(stamp.get("observed") or {}, observe(manifest, run))}
