@@ -15,11 +15,20 @@ command -v dockerd >/dev/null || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
 command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)  # ansible-test sanity's shellcheck test
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+# promtool (rule checks and tests) and the Prometheus server the monitoring tests run themselves.
+command -v promtool >/dev/null || need_pkgs+=(prometheus)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
+  # No service starts from a package's maintainer scripts (Prometheus' own would listen on :9090).
+  no_start=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    no_start=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' >"$no_start" && chmod 755 "$no_start"
+  fi
   apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  [ -z "$no_start" ] || rm -f "$no_start"
 fi
 
 if ! docker info >/dev/null 2>&1; then

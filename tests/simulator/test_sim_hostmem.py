@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from sim_helpers import LaunchFn, free_port, request, server_args
+from sim_helpers import LaunchFn, free_port, post_json, request, server_args
 
 GIB = 1024**3
 CELL = (512 + 64) * 61 * 2  # Kimi-K2.5 MLA bytes per token, bf16
@@ -101,4 +101,12 @@ def test_server_allocates_and_reports_the_host_pool(launch: LaunchFn, model_dir:
     status, body, _headers = request(port, "GET", "/metrics")
     assert status == 200
     assert re.search(r"^sglang:hicache_host_total_tokens\{[^}]*\} 308743\.0$", body.decode(), re.M)
-    assert re.search(r"^sglang:hicache_host_used_tokens\{[^}]*\} 0\.0$", body.decode(), re.M)
+    # Write-through: what the server processed is backed up to the host pool (the alert rules' pool use).
+    assert post_json(port, "/generate", {"text": "Hello there", "sampling_params": {"max_new_tokens": 5}})[0] == 200
+    text = request(port, "GET", "/metrics")[1].decode()
+
+    def gauge(name: str) -> float:
+        found = re.search(rf"^sglang:{name}\{{[^}}]*\}} (\S+)$", text, re.M)
+        assert found, name
+        return float(found.group(1))
+    assert gauge("hicache_host_used_tokens") == gauge("prompt_tokens_total") + gauge("generation_tokens_total") > 5

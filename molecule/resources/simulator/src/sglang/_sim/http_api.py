@@ -193,8 +193,7 @@ class Api:
         }]})
 
     def metrics(self) -> Response:
-        text = metrics.render(self.state.engine, self.state.served_name,
-                              self.state.host_pool_tokens, self.state.created)
+        text = metrics.render(self.state.engine, self.state.served_name, self.state.host_pool_tokens)
         return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     # ---- generation -------------------------------------------------------------------

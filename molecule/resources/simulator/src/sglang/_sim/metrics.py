@@ -1,4 +1,5 @@
-"""/metrics in the Prometheus text format, as prometheus_client writes SGLang's metrics."""
+"""/metrics in the Prometheus text format, as prometheus_client writes SGLang's metrics (0.5.23's names and labels,
+tests/fixtures/metrics/sglang-0.5.23.json): multiprocess mode, so no *_created series."""
 
 from __future__ import annotations
 
@@ -36,12 +37,11 @@ def _family(name: str, kind: str, help_text: str, labels: dict[str, str],
             f"{name}{_labels(labels)} {go_float(value)}"]
 
 
-def render(engine: Engine, model_name: str, host_total_tokens: int | None,
-           created: float) -> str:
+def render(engine: Engine, model_name: str, host_total_tokens: int | None) -> str:
     stats = engine.stats
-    scheduler = {"engine_type": "unified", "model_name": model_name, "pp_rank": "0",
+    scheduler = {"engine_type": "unified", "model_name": model_name, "moe_ep_rank": "0", "pp_rank": "0",
                  "tp_rank": "0"}
-    tokenizer = {"model_name": model_name}
+    tokenizer = {"engine_type": "unified", "is_streaming": "false", "model_name": model_name}
     gauges = [
         ("sglang:num_running_reqs", "The number of running requests.", stats.running),
         ("sglang:num_used_tokens", "The number of used tokens.", stats.used_tokens),
@@ -55,8 +55,10 @@ def render(engine: Engine, model_name: str, host_total_tokens: int | None,
     ]
     if host_total_tokens is not None:
         gauges += [
+            # Write-through: every finished sequence's KV is backed up to the host pool until it is full
+            # (then the oldest is evicted), so the pool fills with the tokens the server has processed.
             ("sglang:hicache_host_used_tokens", "The number of used tokens in the HiCache host "
-             "pool.", 0),
+             "pool.", min(host_total_tokens, stats.prompt_tokens_total + stats.generation_tokens_total)),
             ("sglang:hicache_host_total_tokens", "The total number of tokens in the HiCache "
              "host pool.", host_total_tokens),
         ]
@@ -72,5 +74,4 @@ def render(engine: Engine, model_name: str, host_total_tokens: int | None,
     ]
     for name, help_text, value in counters:
         out += _family(name + "_total", "counter", help_text, tokenizer, value)
-        out += _family(name + "_created", "gauge", help_text, tokenizer, created)
     return "\n".join(out) + "\n"

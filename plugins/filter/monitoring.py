@@ -1,0 +1,97 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of monitoring: the fleet's Prometheus targets, alert rules and Grafana dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.filter.ops import rollout_batches, rollout_units
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_dashboard, sglang_monitoring
+
+DOCUMENTATION = r"""
+name: monitoring_server
+short_description: The fleet's Prometheus targets, alert rules and Grafana dashboard
+description:
+  - C(sglang.deploy.monitoring_server) gives what Prometheus watches of one resolved host,
+    C(sglang_config | monitoring_server(inventory_hostname, sglang_ready_timeout, sglang_monitoring_load_budget)),
+    or none when it serves no /metrics (not rank 0, or metrics off).
+  - C(sglang.deploy.monitoring_targets) gives the file_sd target groups of the servers and routers.
+  - C(sglang.deploy.alert_rules) gives the rule file's YAML text,
+    C(servers | alert_rules(routers, groups, serial, options)).
+  - C(sglang.deploy.grafana_dashboard) gives the dashboard's JSON model.
+"""
+
+EXAMPLES = r"""
+- name: The rule file
+  ansible.builtin.copy:
+    content: "{{ servers | sglang.deploy.alert_rules(routers, groups, 1, {'token_usage': 0.9}) }}"
+    dest: /etc/prometheus/rules/sglang.yml
+    mode: "0644"
+"""
+
+RETURN = r"""
+_value:
+  description: For alert_rules, the rule file's text; for grafana_dashboard, the JSON model; see each description.
+  type: raw
+"""
+
+
+def _servers(records: Any) -> list[sglang_monitoring.Server]:
+    return [sglang_monitoring.Server(**record) for record in records or [] if record]
+
+
+def monitoring_server(config: Any, host: str, ready_timeout: Any, load_budget: Any = 0) -> dict[str, Any] | None:
+    try:
+        found = sglang_monitoring.server(str(host), dict(config or {}), ready_timeout, load_budget)
+    except sglang_monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return None if found is None else dict(found.__dict__)
+
+
+def monitoring_targets(records: Any, routers: Any, given: Any = None) -> list[dict[str, Any]]:
+    try:
+        return sglang_monitoring.targets(_servers(records), list(routers or []), sglang_monitoring.options(given))
+    except sglang_monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class _RulesDumper(yaml.SafeDumper):
+    """Rule files as people write them: keys in Prometheus' order, multi-line PromQL as literal blocks."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_RulesDumper.add_representer(str, _text)
+_RulesDumper.add_multi_representer(str, _text)  # Ansible's tagged strings are str subclasses
+
+
+def alert_rules(records: Any, routers: Any, groups: Any, serial: Any = 1, given: Any = None) -> str:
+    """The rule file's text. How many servers a rollout may take out at once is its largest batch, in servers
+    (a multi-node server is one): the routers' healthy floor is the rest."""
+    units, unavailable = rollout_units(groups), 0
+    for size in rollout_batches(groups, serial) if units else []:
+        left, taken = size, 0
+        while left > 0 and units:
+            left, taken = left - len(units.pop(0)), taken + 1
+        unavailable = max(unavailable, taken)
+    try:
+        rules = sglang_monitoring.alert_rules(_servers(records), list(routers or []), unavailable, dict(given or {}))
+    except sglang_monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return yaml.dump(rules, Dumper=_RulesDumper, sort_keys=False, width=120, allow_unicode=True)
+
+
+def grafana_dashboard(given: Any = None) -> dict[str, Any]:
+    opts = sglang_monitoring.options(dict(given or {}))
+    return sglang_dashboard.dashboard(opts["server_job"], opts["router_job"], opts["node_job"])
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"monitoring_server": monitoring_server, "monitoring_targets": monitoring_targets,
+                "alert_rules": alert_rules, "grafana_dashboard": grafana_dashboard}
