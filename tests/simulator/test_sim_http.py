@@ -140,7 +140,9 @@ def test_metrics_count_requests_and_show_running_and_queue(api: Server) -> None:
                    "sglang:max_total_num_tokens", "sglang:gen_throughput", "sglang:cache_hit_rate",
                    "sglang:num_used_tokens"):
         assert f"# TYPE {family} gauge" in before
-        assert f'{family}{{engine_type="unified",model_name="{NAME}",pp_rank="0",tp_rank="0"}}' in before
+        # SGLang 0.5.23's scheduler labels (tests/fixtures/metrics/sglang-0.5.23.json).
+        labels = f'engine_type="unified",model_name="{NAME}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        assert f"{family}{{{labels}}}" in before
     assert "# TYPE sglang:generation_tokens_total counter" in before
     assert "sglang:hicache_host_total_tokens" not in before
     assert metric(before, "sglang:max_total_num_tokens") == 154371

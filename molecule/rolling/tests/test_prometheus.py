@@ -165,7 +165,7 @@ def test_a_saturated_server_fires_and_clears(prometheus: Path) -> None:
             results.append(error)
 
     def send(count: int, max_new: int) -> None:
-        for _ in range(count):
+        for _index in range(count):
             body = {"text": "saturate", "sampling_params": {"max_new_tokens": max_new}}
             threading.Thread(target=one, args=(body,), daemon=True).start()
     fault = time.monotonic()

@@ -118,8 +118,8 @@ def test_a_bad_serial_is_refused_by_the_rules_too() -> None:
 
 
 def test_one_not_serving_rule_per_load_budget() -> None:
-    servers = [mon.Server("a", "a:1", "u", "0.5.23", 1080, "on", 2.0), mon.Server("b", "b:1", "u", "0.5.23", 600,
-                                                                                   "on", 2.0)]
+    servers = [mon.Server("a", "a:1", "u", "0.5.23", 1080, "on", 2.0),
+               mon.Server("b", "b:1", "u", "0.5.23", 600, "on", 2.0)]
     found = mon.alert_rules(servers, [], 0)["groups"][0]["rules"]
     budgets = [(r["for"], r["labels"]["sglang_load_budget_seconds"]) for r in found
                if r["alert"] == "SGLangServerNotServing"]
