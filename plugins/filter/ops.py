@@ -240,11 +240,8 @@ def apt_missing(specs: Any, packages: Any) -> list[str]:
 
 
 def _sha1(path: str) -> str:
-    digest = hashlib.sha1()  # what ansible.builtin.find's get_checksum reports
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    with open(path, "rb") as handle:  # SHA-1: what ansible.builtin.find's get_checksum reports
+        return hashlib.file_digest(handle, "sha1").hexdigest()
 
 
 def files_to_copy(directory: Any, found: Any) -> list[str]:

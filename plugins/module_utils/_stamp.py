@@ -109,12 +109,20 @@ def parse_dpkg(text: str) -> dict[str, str]:
     return states
 
 
-def package_states(names: t.Sequence[str], run: Run) -> dict[str, str]:
+def _states(names: t.Sequence[str], run: Run, argv: list[str], parse: t.Callable[[str], dict[str, str]],
+            missing: str) -> dict[str, str]:
+    """One command for every name; a name the output leaves out is `missing`."""
     if not names:
         return {}
-    _rc, out = run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", *names])
-    found = parse_dpkg(out)  # dpkg-query exits 1 when a name is unknown, and still prints the others
-    return {name: found.get(name) or "absent" for name in names}
+    _rc, out = run([*argv, *names])
+    found = parse(out)
+    return {name: found.get(name) or missing for name in names}
+
+
+def package_states(names: t.Sequence[str], run: Run) -> dict[str, str]:
+    # dpkg-query exits 1 when a name is unknown, and still prints the others.
+    return _states(names, run, ["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"],
+                   parse_dpkg, "absent")
 
 
 def parse_units(text: str) -> dict[str, str]:
@@ -131,11 +139,8 @@ def parse_units(text: str) -> dict[str, str]:
 
 
 def unit_states(names: t.Sequence[str], run: Run) -> dict[str, str]:
-    if not names:
-        return {}
-    _rc, out = run(["systemctl", "show", "-p", "Id,UnitFileState,ActiveState", "--", *names])
-    found = parse_units(out)
-    return {name: found.get(name, "unknown") for name in names}
+    return _states(names, run, ["systemctl", "show", "-p", "Id,UnitFileState,ActiveState", "--"], parse_units,
+                   "unknown")
 
 
 def command_state(argv: t.Sequence[str], run: Run) -> str:
