@@ -33,13 +33,17 @@ def load_script(path: Path, name: str | None = None) -> ModuleType:
     return module
 
 
+def run_example(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """A playbook of this checkout against inventory/example (later -i options win), offline."""
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
+    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    return subprocess.run([command, playbook, "-i", "inventory/example", *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
 def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """playbooks/render.yml for inventory/example into tmp, offline."""
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return subprocess.run([playbook, "playbooks/render.yml", "-i", "inventory/example",
-                           "-e", f"render_dir={tmp}", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    return run_example("playbooks/render.yml", "-e", f"render_dir={tmp}", *extra)
 
 
 # The resolve step's inputs for the example inventory, as roles/sglang_config/vars/main.yml passes them.

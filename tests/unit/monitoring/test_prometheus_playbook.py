@@ -4,22 +4,15 @@ and a refused threshold that names its variable and leaves the files that were t
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
-from helpers import ROOT
+from helpers import run_example
 
 
 def run(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    playbook = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return subprocess.run([playbook, "playbooks/prometheus.yml", "-i", "inventory/example",
-                           "-e", f"sglang_monitoring_output_dir={out}", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    return run_example("playbooks/prometheus.yml", "-e", f"sglang_monitoring_output_dir={out}", *extra)
 
 
 def test_the_playbook_writes_targets_rules_and_dashboard(tmp_path: Path) -> None:
