@@ -586,13 +586,15 @@ class Waiter:
         if state.get("LoadState") == "not-found":
             raise self.fail("does not exist")
         if not self.followed:
-            if invocation and invocation != self.previous:
-                self.followed = invocation
-                self.baseline_restarts = int(state.get("NRestarts") or 0)
-            elif state.get("ActiveState") in ("inactive", "failed") and \
-                    self.clock.time() - self.started > self.p["start_grace"]:
-                raise self.fail(f"did not start (state {state.get('ActiveState')})")
-            return
+            if not invocation or invocation == self.previous:
+                if state.get("ActiveState") in ("inactive", "failed") and \
+                        self.clock.time() - self.started > self.p["start_grace"]:
+                    raise self.fail(f"did not start (state {state.get('ActiveState')})")
+                return
+            # Followed from this poll on, and checked at once: a waiter that starts late (a busy host) may first
+            # see the new invocation already crashed and waiting in auto-restart.
+            self.followed = invocation
+            self.baseline_restarts = int(state.get("NRestarts") or 0)
         if invocation != self.followed:
             raise self.fail(f"was restarted (invocation {self.followed[:8]} replaced by {invocation[:8]})")
         if int(state.get("NRestarts") or 0) > self.baseline_restarts or state.get("SubState") == "auto-restart":

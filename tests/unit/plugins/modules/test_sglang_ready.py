@@ -107,6 +107,19 @@ def test_crash_during_load_fails_at_the_next_poll() -> None:
     assert clock.now - 1_000.0 <= 2 * PARAMS["interval"] + 1  # two polls, then the failure
 
 
+def test_a_waiter_that_first_sees_the_new_invocation_already_crashed_says_so() -> None:
+    """A busy host starts the waiter late: its first poll finds the new invocation in auto-restart, its restart
+    already counted. That is the crash, not the later replacement by systemd's restart (CI saw this once)."""
+    crash = LOAD[:2] + [("new", "RuntimeError: CUDA error: an illegal memory access was encountered")]
+    fake = FakeHost([{"ActiveState": "activating", "SubState": "auto-restart", "InvocationID": "new",
+                      "NRestarts": "1", "ExecMainCode": "1", "ExecMainStatus": "1"}, active("newer", restarts="1")],
+                    journal=crash)
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+    assert "crashed during start (exit status 1)" in str(failure.value)
+    assert fake.polls == 1
+
+
 def test_a_replaced_invocation_is_a_failure() -> None:
     fake = FakeHost([active("new"), active("newer")])
     with pytest.raises(sglang_ready.WaitFailed, match="was restarted"):
