@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sglang.deploy.plugins.filter.ops import rollout_batches, rollout_units
+from ansible_collections.sglang.deploy.plugins.filter.ops import _units_per_batch, rollout_units
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_dashboard, sglang_monitoring
 
 DOCUMENTATION = r"""
@@ -73,12 +73,8 @@ _RulesDumper.add_multi_representer(str, _text)  # Ansible's tagged strings are s
 def alert_rules(records: Any, routers: Any, groups: Any, serial: Any = 1, given: Any = None) -> str:
     """The rule file's text. How many servers a rollout may take out at once is its largest batch, in servers
     (a multi-node server is one): the routers' healthy floor is the rest."""
-    units, unavailable = rollout_units(groups), 0
-    for size in rollout_batches(groups, serial) if units else []:
-        left, taken = size, 0
-        while left > 0 and units:
-            left, taken = left - len(units.pop(0)), taken + 1
-        unavailable = max(unavailable, taken)
+    units = len(rollout_units(groups))
+    unavailable = min(_units_per_batch(serial, units), units) if units else 0
     try:
         rules = sglang_monitoring.alert_rules(_servers(records), list(routers or []), unavailable, dict(given or {}))
     except sglang_monitoring.MonitoringError as exc:
