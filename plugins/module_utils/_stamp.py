@@ -33,22 +33,31 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
+def _guarded(read: t.Callable[[str], t.Any], path: str) -> tuple[t.Any, str]:
+    """(read(path), "") or (None, why not): 'absent' when the path is missing, 'unreadable (...)' otherwise."""
+    try:
+        return read(path), ""
+    except FileNotFoundError:
+        return None, "absent"
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+
+
+def _digest(rows: list[str]) -> str:
+    return f"sha256:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
+
+
 def path_state(path: str) -> str:
     """Type, mode and owner of a path, and a regular file's content digest; 'absent' when missing."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return "absent"
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
+    info, failure = _guarded(os.lstat, path)
+    if failure:
+        return failure
     kind = "dir" if stat.S_ISDIR(info.st_mode) else "link" if stat.S_ISLNK(info.st_mode) \
         else "chr" if stat.S_ISCHR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
     state = f"{kind} {stat.S_IMODE(info.st_mode):04o} {info.st_uid}:{info.st_gid}"
     if kind == "file":
-        try:
-            state += f" sha256:{sha256_file(path)}"
-        except OSError as exc:
-            state += f" unreadable ({exc.strerror})"
+        digest, failure = _guarded(sha256_file, path)
+        state += f" {failure or 'sha256:' + digest}"
     elif kind == "link":
         state += f" -> {os.readlink(path)}"
     return state
@@ -56,13 +65,8 @@ def path_state(path: str) -> str:
 
 def listing_state(path: str) -> str:
     """The sorted names in a directory (a virtualenv's *.dist-info carry the versions), as a digest."""
-    try:
-        names = sorted(os.listdir(path))
-    except FileNotFoundError:
-        return "absent"
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-    return f"{len(names)} entries sha256:{hashlib.sha256(chr(10).join(names).encode()).hexdigest()}"
+    names, failure = _guarded(os.listdir, path)
+    return failure or f"{len(names)} entries {_digest(sorted(names))}"
 
 
 def tree_state(path: str) -> str:
@@ -74,13 +78,10 @@ def tree_state(path: str) -> str:
         dirs.sort()
         for name in sorted(files):
             full = os.path.join(root, name)
-            try:
-                info = os.stat(full)
-            except OSError:
-                rows.append(f"{os.path.relpath(full, path)} unreadable")
-                continue
-            rows.append(f"{os.path.relpath(full, path)} {info.st_size} {info.st_mtime_ns}")
-    return f"{len(rows)} files sha256:{hashlib.sha256(chr(10).join(rows).encode()).hexdigest()}"
+            info, failure = _guarded(os.stat, full)
+            size = f"{info.st_size} {info.st_mtime_ns}" if info else failure.split(" ")[0]
+            rows.append(f"{os.path.relpath(full, path)} {size}")
+    return f"{len(rows)} files {_digest(rows)}"
 
 
 def user_state(name: str) -> str:

@@ -165,6 +165,21 @@ def targets(servers: list[Server], routers: list[str], opts: dict[str, Any]) -> 
 
 # ---- alert rules --------------------------------------------------------------------------------------
 
+# What the descriptions tell the operator to run.
+_HOST = "{{ $labels.sglang_host }}"
+_STATUS = "`ansible-playbook playbooks/status.yml`"
+_ROUTERS = "`ansible-playbook deploy.yml --tags router`"
+
+
+def _deploy(args: str) -> str:
+    return f"`ansible-playbook deploy.yml {args}`".replace(" `", "`")
+
+
+def _ratio_hint(ratio: str) -> str:
+    return (f"`ansible-playbook playbooks/plan.yml -e hicache_ratio={ratio}` shows what the hosts hold, "
+            f"{_deploy('-e hicache_ratio=' + ratio)} rolls it")
+
+
 def _by(job: str) -> str:
     return f'{{job="{job}"}}'
 
@@ -191,10 +206,9 @@ def server_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any
             "{{ $labels.sglang_host }}: {{ $labels.sglang_unit }} has not served for longer than a load "
             f"({budget} s)",
             f"No answer on /metrics for {budget} s, the load budget of this server (sglang_ready_timeout): it is "
-            "stuck loading, crash-looping or stopped. `ansible-playbook playbooks/status.yml --limit "
-            "{{ $labels.sglang_host }}` shows the unit and its last load phase; `journalctl -u "
-            "{{ $labels.sglang_unit }}` why. A deploy rolled back a start that failed; once the cause is fixed, "
-            "`ansible-playbook deploy.yml --limit {{ $labels.sglang_host }}` starts it again.",
+            f"stuck loading, crash-looping or stopped. {_STATUS[:-1]} --limit {_HOST}` shows the unit and its last "
+            "load phase; `journalctl -u {{ $labels.sglang_unit }}` why. A deploy rolled back a start that failed; "
+            f"once the cause is fixed, {_deploy('--limit ' + _HOST)} starts it again.",
             sglang_load_budget_seconds=str(budget)))
     per_server = "max by (job, instance, sglang_host, sglang_unit)"
     rules.append(_alert(
@@ -206,8 +220,7 @@ def server_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any
         f"Token usage above {number(o['token_usage'])} (sglang_monitoring_token_usage) with more than "
         f"{int(o['queue_depth'])} requests waiting (sglang_monitoring_queue_depth) for {o['saturated_for']}: "
         "requests wait for KV cache. More KV per server: HiCache (sglang_hicache_enabled) and a larger "
-        "hicache_ratio - `ansible-playbook playbooks/plan.yml -e hicache_ratio=3.0` shows what the hosts hold, "
-        "`ansible-playbook deploy.yml -e hicache_ratio=3.0` rolls it; or more servers in sglang_workers."))
+        f"hicache_ratio - {_ratio_hint('3.0')}; or more servers in sglang_workers."))
     rules.append(_alert(
         "SGLangHiCacheHostPoolFull",
         f"{per_server} (sglang:hicache_host_used_tokens{_by(job)})\n"
@@ -216,9 +229,8 @@ def server_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any
         "{{ $labels.sglang_host }}: HiCache host pool {{ $value | humanizePercentage }} full",
         f"The host-memory KV pool has been above {number(o['hicache_host_usage'])} "
         f"(sglang_monitoring_hicache_host_usage) for {o['hicache_full_for']}: prefixes are evicted from host "
-        "memory as fast as they come. If the cache hit rate (sglang:cache_hit_rate) drops, raise hicache_ratio "
-        "within what `ansible-playbook playbooks/plan.yml -e hicache_ratio=N` says the host holds, and roll it "
-        "with `ansible-playbook deploy.yml -e hicache_ratio=N`."))
+        "memory as fast as they come. If the cache hit rate (sglang:cache_hit_rate) drops, raise hicache_ratio: "
+        f"{_ratio_hint('N')}."))
     return rules
 
 
@@ -234,8 +246,8 @@ def systemd_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, An
                "critical", "{{ $labels.instance }}: systemd gave up restarting {{ $labels.name }}",
                "The unit failed and stays failed: it crashed sglang_service_start_limit_burst times within "
                "sglang_service_start_limit_interval (a crash loop), or a start timed out. `journalctl -u "
-               "{{ $labels.name }}` says why; once fixed, `ansible-playbook deploy.yml` starts it (it resets the "
-               "failed state)."),
+               "{{ $labels.name }}` says why; once fixed, " + _deploy("") + " starts it (it resets the failed "
+               "state)."),
         _alert("SGLangServiceRestarting",
                f"increase(node_systemd_service_restart_total{{{select}}}[{o['restart_window']}]) "
                f">= {int(o['restarts'])}", "", "warning",
@@ -257,7 +269,7 @@ def router_rules(servers: list[Server], routers: list[str], unavailable: int,
         "SGLangRouterDown", f"up{_by(job)} == 0", o["router_down_for"], "critical",
         "{{ $labels.instance }}: sglang-router does not answer on its metrics port",
         "The router serves no request while it is down. `systemctl status sglang-router` on the router host; "
-        "`ansible-playbook deploy.yml --tags router` installs and starts it again.")]
+        f"{_ROUTERS} installs and starts it again.")]
     least = len(servers) - unavailable
     if least > 0:
         healthy = f"sum by (job, instance) (smg_worker_health{_by(job)} == bool 1)"
@@ -269,9 +281,8 @@ def router_rules(servers: list[Server], routers: list[str], unavailable: int,
             f"{least} a rollout leaves serving",
             f"Of the {len(servers)} servers of the inventory, a rollout takes at most {unavailable} out of the "
             f"routers at a time (sglang_rolling_serial), so at least {least} must be healthy. Fewer for "
-            f"{o['router_workers_for']}: servers failed or were left out. `ansible-playbook playbooks/status.yml` "
-            "shows each server and the routers' view; `ansible-playbook deploy.yml --tags router` registers the "
-            "inventory's servers again."))
+            f"{o['router_workers_for']}: servers failed or were left out. {_STATUS} shows each "
+            f"server and the routers' view; {_ROUTERS} registers the inventory's servers again."))
     return rules
 
 
@@ -279,10 +290,12 @@ def drift_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]
     """A server whose running HiCache differs from the repository's: on/off, and the ratio it was given."""
     job = o["server_job"]
     per_server = "max by (job, instance, sglang_host, sglang_unit)"
-    description = ("The repository says {what}. The server runs otherwise: it was started by hand or from an "
-                   "edited unit, or a deploy did not finish. `ansible-playbook deploy.yml --check --diff --limit "
-                   "{{{{ $labels.sglang_host }}}}` shows what differs; `ansible-playbook deploy.yml` rolls the "
-                   "repository's configuration out.")
+
+    def description(what: str) -> str:
+        return (f"The repository says {what}. The server runs otherwise: it was started by hand or from an edited "
+                f"unit, or a deploy did not finish. {_deploy('--check --diff --limit ' + _HOST)} shows what "
+                f"differs; {_deploy('')} rolls the repository's configuration out.")
+
     rules = []
     if any(s.hicache == "on" for s in servers):
         rules.append(_alert(
@@ -290,13 +303,13 @@ def drift_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]
             f'{per_server} (up{{job="{job}",sglang_hicache="on"}}) == 1\n'
             f"unless on (instance) sglang:hicache_host_total_tokens{_by(job)}", o["drift_for"], "warning",
             "{{ $labels.sglang_host }}: runs without HiCache, the repository enables it",
-            description.format(what="sglang_hicache_enabled: true"), drift="hicache_enabled"))
+            description("sglang_hicache_enabled: true"), drift="hicache_enabled"))
     if any(s.hicache == "off" for s in servers):
         rules.append(_alert(
             "SGLangConfigDrift",
             f'{per_server} (sglang:hicache_host_total_tokens{{job="{job}",sglang_hicache="off"}})',
             o["drift_for"], "warning", "{{ $labels.sglang_host }}: runs with HiCache, the repository disables it",
-            description.format(what="sglang_hicache_enabled: false"), drift="hicache_disabled"))
+            description("sglang_hicache_enabled: false"), drift="hicache_disabled"))
     tolerance = float(o["hicache_ratio_tolerance"])
     for ratio in sorted({s.hicache_ratio for s in servers if s.hicache_ratio is not None}):
         select = f'job="{job}",sglang_hicache_ratio="{number(ratio)}"'
@@ -307,7 +320,7 @@ def drift_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]
             f"> {number(ratio * tolerance)}",
             o["drift_for"], "warning",
             "{{ $labels.sglang_host }}: HiCache host pool is not " + number(ratio) + " x the KV pool",
-            description.format(what=f"hicache_ratio {number(ratio)} (the host pool {number(ratio)} times the GPU "
+            description(f"hicache_ratio {number(ratio)} (the host pool {number(ratio)} times the GPU "
                                     "KV pool, within sglang_monitoring_hicache_ratio_tolerance)"),
             drift="hicache_ratio", sglang_hicache_ratio=number(ratio)))
     return rules

@@ -34,11 +34,10 @@ GIB = 1 << 30
 _RANK = re.compile(r"\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
 _BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
 _END = re.compile(r"Load weight end\. (?P<rest>.*?)avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB")
-_ELAPSED = re.compile(r"elapsed=([\d.]+) s")
-_TYPE = re.compile(r"type=(\w+)")
+_FIELD = re.compile(r"\b(\w+)=([\w.]+)")  # "elapsed=244.10 s, type=Kimi..." and the summary's "context_len=262144"
 _KV = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)")
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+)")
-_SUMMARY_FIELDS = re.compile(r"(max_running_requests|context_len)=(\d+)")
+_SUMMARY_KEYS = ("max_total_num_tokens", "max_running_requests", "context_len")
 _SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)\s*$")
 # Settings that decide the memory before the KV pool, or name the run, as ServerArgs prints them.
 SERVER_ARGS_KEYS = ("model_path", "tp_size", "pp_size", "dp_size", "nnodes", "quantization", "dtype", "kv_cache_dtype",
@@ -182,8 +181,9 @@ def _ranks(lines: list[str]) -> dict[int, Rank]:
         if (begin := _BEGIN.search(line)) and rank.pre_load_free_bytes is None:
             rank.pre_load_free_bytes = _gib(begin.group(1))
         elif end := _END.search(line):
-            elapsed, kind = _ELAPSED.search(end.group("rest")), _TYPE.search(end.group("rest"))
-            rank.loads.append(WeightLoad(kind.group(1) if kind else "", float(elapsed.group(1)) if elapsed else None,
+            fields = dict(_FIELD.findall(end.group("rest")))
+            elapsed = fields.get("elapsed")
+            rank.loads.append(WeightLoad(fields.get("type", ""), float(elapsed) if elapsed is not None else None,
                                          _gib(end.group("avail")), _gib(end.group("usage"))))
             rank.after_weights_free_bytes = _gib(end.group("avail"))
         elif kv := _KV.search(line):
@@ -209,9 +209,9 @@ def read(text: str) -> Startup:
     first = min(ranks)
     summary = {}
     for line in lines:
-        if match := _SUMMARY.search(line):
-            summary = {"max_total_num_tokens": int(match.group(1)),
-                       **{key: int(value) for key, value in _SUMMARY_FIELDS.findall(line)}}
+        if _SUMMARY.search(line):
+            fields = dict(_FIELD.findall(line))
+            summary = {key: int(fields[key]) for key in _SUMMARY_KEYS if key in fields}
     args = next((server_args(line) for line in lines if _SERVER_ARGS.search(line)), {})
     return Startup(ranks=ranks, pre_load_free_bytes=min(r.pre_load_free_bytes or 0 for r in complete),
                    after_weights_free_bytes=min(r.after_weights_free_bytes or 0 for r in complete),

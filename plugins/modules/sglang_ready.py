@@ -285,6 +285,10 @@ load:
       type: dict
       sample: {"starting": 3.1, "distributed_init": 9.8, "loading_weights": 664.0, "kv_cache": 4.2,
                "cuda_graphs": 21.5, "warmup": 9.8}
+    silence_s:
+      description: The longest time each stall key went without a progress line.
+      type: dict
+      sample: {"loading_weights": 11.2, "cuda_graphs": 6.0}
     weights_load_s:
       description: SGLang's own weight-load time, its C(elapsed=) summed over the model and the draft.
       type: float
@@ -297,10 +301,6 @@ load:
       description: The rate the weights were read at, RV(load.weights_bytes) over RV(load.weights_load_s), in GB/s.
       type: float
       sample: 0.885
-    silence_s:
-      description: The longest time each stall key went without a progress line.
-      type: dict
-      sample: {"loading_weights": 11.2, "cuda_graphs": 6.0}
   sample: {"total_s": 712.4, "weights_load_s": 663.9, "read_gb_per_s": 0.885}
 fired_up_to_ready_s:
   description: Seconds from SGLang's "fired up and ready to roll" log line to the ready answer.

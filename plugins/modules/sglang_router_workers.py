@@ -241,11 +241,8 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
                               f"(state {state}; not yet healthy: {pending or 'none'}; "
                               f"listed: {sorted(current)})")
         clock.sleep(1)
-    result = {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
-              "diff": diff}
-    if note:
-        result["msg"] = note
-    return result
+    return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
+            "diff": diff, **({"msg": note} if note else {})}
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
