@@ -1,6 +1,6 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of operations: rollout batches, a server's metrics, unit properties and status row, probe
+"""Filters of operations: rollout batches, a server's metrics, drifted files and status row, probe
 lines, apt, and the readiness budget learned from the last load."""
 
 from __future__ import annotations
@@ -14,18 +14,20 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.module_utils import _load, _prometheus
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
-from ansible_collections.sglang.deploy.plugins.module_utils._systemd import parse_show
 
 DOCUMENTATION = r"""
 name: rollout_batches
-short_description: Rollout batches, metrics, unit properties, the status table, probe lines, missing apt packages
+short_description: Rollout batches, metrics, drifted files, the status table, probe lines, missing apt packages
 description:
   - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch,
     over the servers that restart (group C(sglang_rollout_restart)); all in one batch for a first install.
   - C(sglang.deploy.rollout_plan) says which servers restart in which batch, and which are left alone.
   - C(sglang.deploy.metrics) sums SGLang's Prometheus gauges (C(/metrics)) by name, over their labels; by
     default the gauges the status table shows, or the names given.
-  - C(sglang.deploy.unit_properties) reads the output of C(systemctl show) into a dict.
+  - C(sglang.deploy.drifted_files) lists the destinations of the files whose content on the host (their SHA-1
+    checksums as module C(sglang.deploy.sglang_service_state) read them, null when missing) differs from what
+    their templates render now, C(files | drifted_files(rendered, checksums)), C(rendered) in the order of
+    C(files).
   - C(sglang.deploy.status_table) prints status.yml's table.
   - C(sglang.deploy.probe_line) formats one check of the pre-restart probe.
   - C(sglang.deploy.apt_missing) keeps the C(name) or C(name=version) specs that package_facts does not show installed.
@@ -53,9 +55,9 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ metrics_page.content | sglang.deploy.metrics(['num_running_reqs', 'num_queue_reqs']) }}"
 
-- name: The unit's state
+- name: The deployed files that differ from what their templates render now
   ansible.builtin.debug:
-    msg: "{{ (systemctl_show.stdout | sglang.deploy.unit_properties).ActiveState }}"
+    msg: "{{ files | sglang.deploy.drifted_files(query('ansible.builtin.template', *templates), deployed.files) }}"
 """
 
 RETURN = r"""
@@ -148,9 +150,13 @@ def metrics(text: Any, names: Any = None) -> dict[str, float]:
     return _prometheus.sums(str(text or ""), prefix="sglang:", names=STATUS_GAUGES if names is None else names)
 
 
-def unit_properties(text: Any) -> dict[str, str]:
-    """`systemctl show` output -> {property: value}."""
-    return parse_show(str(text or ""))
+def drifted_files(files: Any, rendered: Any, checksums: Any) -> list[str]:
+    """The `dest` of each of `files` whose checksum on the host is missing or not the SHA-1 of its rendering."""
+    files, rendered, checksums = list(files or []), list(rendered or []), dict(checksums or {})
+    if len(files) != len(rendered):
+        raise AnsibleFilterError(f"drifted_files: {len(files)} files but {len(rendered)} renderings")
+    return [file["dest"] for file, text in zip(files, rendered, strict=True)
+            if checksums.get(file["dest"]) != hashlib.sha1(str(text).encode("utf-8")).hexdigest()]
 
 
 def _row_metrics(row: dict[str, Any]) -> dict[str, float]:
@@ -317,7 +323,7 @@ def dd_rate(stderr: Any) -> float | None:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "metrics": metrics,
-                "unit_properties": unit_properties, "status_table": status_table, "probe_line": probe_line,
+                "drifted_files": drifted_files, "status_table": status_table, "probe_line": probe_line,
                 "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
                 "load_summary": load_summary, "dd_rate": dd_rate, "stamp_digest": stamp_digest,
                 "stamp_state": stamp_state}

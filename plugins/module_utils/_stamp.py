@@ -79,7 +79,7 @@ def tree_state(path: str) -> str:
         for name in sorted(files):
             full = os.path.join(root, name)
             info, failure = _guarded(os.stat, full)
-            size = f"{info.st_size} {info.st_mtime_ns}" if info else failure.split(" ")[0]
+            size = f"{info.st_size} {info.st_mtime_ns}" if info else failure.split(" ", maxsplit=1)[0]
             rows.append(f"{os.path.relpath(full, path)} {size}")
     return f"{len(rows)} files {_digest(rows)}"
 

@@ -107,7 +107,7 @@ def checked(problems: Problems, name: str, value: Any, kind: Kind) -> Any:
 
 def _apply_aliases(inputs: dict[str, Any], problems: Problems) -> tuple[dict[str, Any], dict[str, str]]:
     """Overlay `-e hicache_ratio=...` style short names; remember which name the user typed."""
-    aliases = {s.alias: s.var for s in table.SETTINGS if s.alias and s.var}
+    aliases = table.ALIASES
     values = dict(inputs)
     names: dict[str, str] = {}
     given = {alias: inputs[alias] for alias in aliases if not is_unset(inputs.get(alias))}

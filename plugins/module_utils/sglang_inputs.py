@@ -26,11 +26,9 @@ from ._stall import ALLOWED as STALL_ALLOWED
 from ._stall import stall_bounds
 from .sglang_config import checked
 from .sglang_quote import first_control_character
-from .sglang_settings import SETTINGS, Kind, bind_address
+from .sglang_settings import ALIASES, SETTINGS, Kind, bind_address
 from .sglang_types import SIZE_ALLOWED, Problems, is_unset, to_bool, to_bytes, to_float, to_int
 
-# The short -e names of the settings table, and the variables each one stands for.
-ALIASES = {s.alias: s.var for s in SETTINGS if s.alias and s.var}
 # The settings table's variables: typed and ranged by their row, as the resolve step does.
 ROWS: dict[str, Kind] = {s.var: s.kind for s in SETTINGS if s.var and s.emit != "derived"}
 # Variables that are ours but in no role's argument spec: the play-level ones, and the fact the

@@ -321,7 +321,7 @@ def drift_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]
             o["drift_for"], "warning",
             "{{ $labels.sglang_host }}: HiCache host pool is not " + number(ratio) + " x the KV pool",
             description(f"hicache_ratio {number(ratio)} (the host pool {number(ratio)} times the GPU "
-                                    "KV pool, within sglang_monitoring_hicache_ratio_tolerance)"),
+                        "KV pool, within sglang_monitoring_hicache_ratio_tolerance)"),
             drift="hicache_ratio", sglang_hicache_ratio=number(ratio)))
     return rules
 

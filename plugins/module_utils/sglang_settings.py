@@ -147,6 +147,8 @@ SETTINGS: tuple[Setting, ...] = (
 # The speculative algorithms that cannot run without a draft model path (NEXTN uses the model's own
 # MTP layers; STANDALONE and NGRAM are refused by SGLang itself without what they need).
 NEEDS_DRAFT = ("EAGLE", "EAGLE3")
+# The short -e names of the table (-e hicache_ratio=2.0), and the variable each one stands for.
+ALIASES = {s.alias: s.var for s in SETTINGS if s.alias and s.var}
 
 
 def variables() -> list[str]:

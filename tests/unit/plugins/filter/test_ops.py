@@ -89,11 +89,6 @@ def test_metrics_sums_the_status_gauges_over_labels() -> None:
     assert ops.metrics(None) == {} and ops.metrics("") == {}
 
 
-def test_unit_properties_read_systemctl_show() -> None:
-    assert ops.unit_properties("LoadState=loaded\nActiveState=active\nEnvironment=A=1\n") == {
-        "LoadState": "loaded", "ActiveState": "active", "Environment": "A=1"}
-
-
 ROW = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health": 200, "uptime_s": 3723,
        "restarts": 0, "version": "0.5.23", "drift": False}
 

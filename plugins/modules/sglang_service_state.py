@@ -1,0 +1,114 @@
+#!/usr/bin/python
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The deployed files' checksums and the unit's state, in one read of the host."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_service_state
+short_description: Read a server's deployed files and its unit's state in one call
+author: sglang-deploy contributors (@sglang-deploy)
+description:
+  - "For each of O(files), its SHA-1 checksum (the algorithm of M(ansible.builtin.stat)'s default, which
+    the controller compares with what the templates render now), or null when it is missing; and the
+    unit's O(properties) as C(systemctl show) gives them."
+  - "One module call where the role used one M(ansible.builtin.stat) per file and a C(systemctl show)
+    command: on the no-op path of a deploy this is read for every server, so each call saved is saved
+    once per host."
+  - A file that exists but cannot be read is an error (the comparison would be wrong), not a missing file.
+version_added: "1.1.0"
+options:
+  unit:
+    description: The systemd unit.
+    type: str
+    required: true
+  files:
+    description: Absolute paths of the files to checksum.
+    type: list
+    elements: path
+    default: []
+  properties:
+    description: The unit's properties to read.
+    type: list
+    elements: str
+    default: [LoadState, ActiveState]
+extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
+"""
+
+EXAMPLES = r"""
+- name: Read the deployed files and the unit's state
+  sglang.deploy.sglang_service_state:
+    unit: sglang-kimi.service
+    files: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/kimi.env]
+  register: deployed
+"""
+
+RETURN = r"""
+files:
+  description: Each of O(files) and its SHA-1 checksum, null when the file does not exist.
+  type: dict
+  returned: always
+  sample: {"/etc/systemd/system/sglang-kimi.service": "0b6f0d5e1c2a9f3d4e5b6a7c8d9e0f1a2b3c4d5e",
+           "/etc/sglang/kimi.env": null}
+unit:
+  description: The unit's O(properties), as C(systemctl show) prints them.
+  type: dict
+  returned: always
+  sample: {"LoadState": "loaded", "ActiveState": "active"}
+  contains:
+    LoadState:
+      description: C(loaded), or C(not-found) before the unit is installed (when read).
+      type: str
+      returned: when in O(properties)
+      sample: loaded
+    ActiveState:
+      description: C(active), C(activating), C(inactive), C(failed), ... (when read).
+      type: str
+      returned: when in O(properties)
+      sample: active
+"""
+
+import hashlib
+import typing as t
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils import _systemd
+
+
+def sha1(path: str) -> str | None:
+    """The file's SHA-1, None when it does not exist; OSError when it exists and cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha1").hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def read(module: AnsibleModule) -> dict[str, t.Any]:
+    p = module.params
+    try:
+        files = {path: sha1(path) for path in p["files"]}
+    except OSError as exc:
+        module.fail_json(msg=f"sglang_service_state: {exc.filename}: {exc.strerror}")
+    try:
+        unit = _systemd.show(module, p["unit"], p["properties"])
+    except _systemd.SystemctlError as exc:
+        module.fail_json(msg=f"sglang_service_state: {exc}")
+    return {"changed": False, "files": files, "unit": unit}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "unit": {"type": "str", "required": True},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "properties": {"type": "list", "elements": "str", "default": ["LoadState", "ActiveState"]},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**read(module))
+
+
+if __name__ == "__main__":
+    main()

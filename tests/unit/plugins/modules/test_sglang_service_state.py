@@ -1,0 +1,65 @@
+"""sglang_service_state: the deployed files' SHA-1 (null when missing) and the unit's state, in one call."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.filter import ops
+from ansible_collections.sglang.deploy.plugins.modules import sglang_service_state
+from host_commands import Commands
+
+Runner = Callable[[Callable[[], None], dict[str, Any]], dict[str, Any]]
+SHOW = "LoadState=loaded\nActiveState=active\n"
+
+
+@pytest.fixture
+def host(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> Commands:
+    commands.add("systemctl", SHOW)
+    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")  # the fake first
+    return commands
+
+
+def test_checksums_and_unit_in_one_call(tmp_path: Path, host: Commands, run_module: Runner) -> None:
+    unit = tmp_path / "sglang-kimi.service"
+    unit.write_text("[Service]\n")
+    missing = tmp_path / "kimi.env"
+    result = run_module(sglang_service_state.main, {"unit": "sglang-kimi.service",
+                                                    "files": [str(unit), str(missing)]})
+    assert result["changed"] is False
+    assert result["files"] == {str(unit): hashlib.sha1(b"[Service]\n").hexdigest(), str(missing): None}
+    assert result["unit"] == {"LoadState": "loaded", "ActiveState": "active"}
+    assert host.calls("systemctl") == [["show", "-p", "LoadState,ActiveState", "--", "sglang-kimi.service"]]
+
+
+def test_properties_asked_for(host: Commands, run_module: Runner) -> None:
+    run_module(sglang_service_state.main, {"unit": "u.service", "properties": ["ActiveState", "NRestarts"]})
+    assert host.calls("systemctl") == [["show", "-p", "ActiveState,NRestarts", "--", "u.service"]]
+
+
+def test_an_unreadable_file_is_an_error_not_a_missing_one(tmp_path: Path, host: Commands,
+                                                          run_module: Runner) -> None:
+    result = run_module(sglang_service_state.main, {"unit": "u.service", "files": [str(tmp_path)]})
+    assert result["failed"] and str(tmp_path) in result["msg"]
+
+
+def test_systemctl_failing_fails_the_module(commands: Commands, monkeypatch: pytest.MonkeyPatch,
+                                            run_module: Runner) -> None:
+    commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
+    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")
+    result = run_module(sglang_service_state.main, {"unit": "u.service"})
+    assert result["failed"] and "Failed to connect to bus" in result["msg"]
+
+
+def test_drifted_files_compares_renderings_with_the_host() -> None:
+    files = [{"dest": "/etc/a", "template": "a.j2"}, {"dest": "/etc/b", "template": "b.j2"},
+             {"dest": "/etc/c", "template": "c.j2"}]
+    checksums = {"/etc/a": hashlib.sha1("same ✓\n".encode()).hexdigest(), "/etc/b": "0" * 40, "/etc/c": None}
+    assert ops.drifted_files(files, ["same ✓\n", "other", "new"], checksums) == ["/etc/b", "/etc/c"]
+    assert ops.drifted_files([], [], {}) == []
+    with pytest.raises(ops.AnsibleFilterError, match="2 files but 1 renderings"):
+        ops.drifted_files(files[:2], ["x"], checksums)
