@@ -101,25 +101,30 @@ def rollout_units(groups: Any, members: str = "sglang_workers") -> list[list[str
     return units
 
 
-def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False) -> str:
-    """What the rolling play will do, printed before any server is drained: the servers that restart, in
-    their batches, and the ones left alone (group sglang_rollout_restart, made by deploy.yml)."""
-    restart = rollout_units(groups, "sglang_rollout_restart")
-    kept = [host for host in groups.get("sglang_workers", []) if host in set(groups.get("sglang_rollout_keep", []))]
-    alone = f"Unchanged and serving, not drained: {', '.join(kept)}." if kept else ""
-    if not restart:
-        return "ROLLOUT PLAN: no server restarts. " + alone
+def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart") -> str:
+    """What the rolling play will do, printed before any server is drained: the servers that restart (or
+    reboot, playbooks/reboot.yml), in their batches, and the ones left alone (groups sglang_rollout_restart
+    and sglang_rollout_keep made by deploy.yml; sglang_reboot and sglang_reboot_not by reboot.yml)."""
+    members, others = ("sglang_reboot", "sglang_reboot_not") if action == "reboot" else \
+        ("sglang_rollout_restart", "sglang_rollout_keep")
+    title, done = ("REBOOT PLAN", "rebooted") if action == "reboot" else ("ROLLOUT PLAN", "restarted")
+    units = rollout_units(groups, members)
+    kept = [host for host in groups.get("sglang_workers", []) if host in set(groups.get(others, []))]
+    alone = (f"{'No reboot pending' if action == 'reboot' else 'Unchanged and serving'}, not drained: "
+             f"{', '.join(kept)}.") if kept else ""
+    if not units:
+        return f"{title}: no server {action}s. " + alone
     if parallel:
-        return (f"ROLLOUT PLAN: first install, no server runs yet: {', '.join(h for u in restart for h in u)} "
+        return (f"{title}: first install, no server runs yet: {', '.join(h for u in units for h in u)} "
                 "start together. " + alone)
-    hosts = [host for unit in restart for host in unit]
-    sizes, lines, index = rollout_batches(groups, serial, "sglang_rollout_restart"), [], 0
+    hosts = [host for unit in units for host in unit]
+    sizes, lines, index = rollout_batches(groups, serial, members), [], 0
     for number, size in enumerate(sizes, 1):
         lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
         index += size
     count = len(hosts)
-    return (f"ROLLOUT PLAN: {count} server{'s' if count != 1 else ''} restart in {len(sizes)} "
-            f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, restarted "
+    return (f"{title}: {count} server{'s' if count != 1 else ''} {action} in {len(sizes)} "
+            f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
             f"and back before the next: {'; '.join(lines)}. " + alone).strip()
 
 

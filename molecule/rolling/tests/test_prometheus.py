@@ -10,6 +10,7 @@ state Prometheus or the servers report, with a deadline that only bounds a failu
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -49,7 +50,9 @@ scrape_configs:
 """
 
 
+@functools.cache
 def ip(name: str) -> str:
+    """A container's address, read once: 48 requests started together must not each run docker inspect."""
     return subprocess.check_output(
         ["docker", "inspect", "-f", '{{(index .NetworkSettings.Networks "sglang-rolling-net").IPAddress}}', name],
         text=True).strip()

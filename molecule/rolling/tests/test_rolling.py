@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
-from drill import run_playbook
+from drill import recap, run_playbook
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -225,3 +225,53 @@ def test_rollback_playbook_undoes_the_last_rollout_on_one_server(host: Any) -> N
 @pytest.mark.parametrize("name", WORKERS)
 def test_every_server_serves_at_the_end(name: str) -> None:
     assert healthy(name)
+
+
+# --- rolling reboots (playbooks/reboot.yml) --------------------------------------------------------
+
+def boot_id(name: str) -> str:
+    """The container's boot: when its PID 1 (systemd) started; the kernel's boot id is its host's."""
+    return on(name).file("/proc/1/stat").content_string.split()[21]
+
+
+def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_path: Path) -> None:
+    """Two hosts with a pending reboot (what a kernel update leaves: /run/reboot-required) reboot one at a
+    time under load. Each is drained and stopped, its container halted and started again (systemd really
+    boots), its server comes back at boot by itself (enabled) and is re-added only once it serves. The third
+    host is not touched, and no request fails."""
+    rebooting, untouched = WORKERS[:2], WORKERS[2]
+    for name in rebooting:
+        on(name).check_output("touch /run/reboot-required")
+    boots = {name: boot_id(name) for name in WORKERS}
+    third = invocation(untouched)
+    since = time.time()
+    load = Load(tmp_path)
+    rc, out, seconds = run_playbook("playbooks/reboot.yml")
+    summary = load.finish()
+    rows = timeline(load, since)
+    print_timeline(rows, since)
+    print(f"MEASURED rolling reboot of 2 of 3 servers under load: {seconds:.1f} s wall")
+    assert rc == 0, out[-4000:]
+    assert "REBOOT PLAN: 2 servers reboot in 2 batches" in out and f"not drained: {untouched}" in out, out[-4000:]
+    assert summary["failed"] == 0 and summary["sent"] > 100, summary
+    assert summary["min_healthy"] >= 2, summary
+    for name in rebooting:
+        assert boot_id(name) != boots[name], f"{name} did not boot again"
+        assert not on(name).file("/run/reboot-required").exists
+        assert healthy(name)
+    assert boot_id(untouched) == boots[untouched] and invocation(untouched) == third
+    assert not [e for e in load.router_events() if untouched in e["url"]], "the third server was drained"
+    # One host at a time: out of the router, booted, its server started at boot and ready, back in.
+    order = [(name, what) for _time, name, what in rows if what != "router: healthy"]
+    expected = []
+    for name in rebooting:
+        expected += [(name, "router: removed"), (name, "systemd: started (restart)"),
+                     (name, "server: fired up (ready)"), (name, "router: added")]
+    assert order == expected, order
+
+    # Nothing pending any more: nothing reboots, nothing changes.
+    booted = {name: boot_id(name) for name in WORKERS}
+    rc, out, _seconds = run_playbook("playbooks/reboot.yml")
+    assert rc == 0 and "REBOOT PLAN: no server reboots" in out, out[-4000:]
+    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), out[-4000:]
+    assert {name: boot_id(name) for name in WORKERS} == booted

@@ -63,6 +63,16 @@ def test_the_rollout_plan_names_each_batch_and_the_servers_left_alone() -> None:
                                             "a0, a1, w1, w2, w3, w4.")
 
 
+def test_the_reboot_plan_reads_the_reboot_groups() -> None:
+    groups = dict(FLEET, sglang_reboot=["w4", "w1"], sglang_reboot_not=["a0", "a1", "w2", "w3"],
+                  sglang_rollout_restart=["w2"])
+    assert ops.rollout_plan(groups, 1, False, "reboot") == (
+        "REBOOT PLAN: 2 servers reboot in 2 batches (sglang_rolling_serial 1), each drained, rebooted and back "
+        "before the next: batch 1: w1; batch 2: w4. No reboot pending, not drained: a0, a1, w2, w3.")
+    assert ops.rollout_plan(dict(FLEET, sglang_reboot_not=["w1"]), 1, False, "reboot") == (
+        "REBOOT PLAN: no server reboots. No reboot pending, not drained: w1.")
+
+
 @pytest.mark.parametrize("serial", [0, "-1", "0%", "150%", "half"])
 def test_a_bad_serial_names_the_variable(serial: object) -> None:
     with pytest.raises(AnsibleFilterError, match="sglang_rolling_serial"):

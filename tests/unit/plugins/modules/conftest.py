@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,13 @@ def commands(tmp_path: Path) -> Commands:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     return Commands(bin_dir)
+
+
+@pytest.fixture
+def path_commands(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> Commands:
+    """The fake commands first on PATH, for modules that find them through AnsibleModule's own get_bin_path."""
+    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")
+    return commands
 
 
 @pytest.fixture

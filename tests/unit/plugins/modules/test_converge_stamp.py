@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -19,12 +18,11 @@ FIXTURES = ROOT / "tests/fixtures/host-commands"
 
 
 @pytest.fixture
-def host(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> Commands:
+def host(path_commands: Commands) -> Commands:
     """The host's dpkg-query and systemctl answer as Debian 12's did (tests/fixtures/host-commands)."""
-    commands.add("dpkg-query", (FIXTURES / "dpkg-query-status.txt").read_text(), rc=1)
-    commands.add("systemctl", (FIXTURES / "systemctl-show-units.txt").read_text())
-    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")  # the fakes first
-    return commands
+    path_commands.add("dpkg-query", (FIXTURES / "dpkg-query-status.txt").read_text(), rc=1)
+    path_commands.add("systemctl", (FIXTURES / "systemctl-show-units.txt").read_text())
+    return path_commands
 
 
 def test_record_then_read(tmp_path: Path, host: Commands, run_module: Runner) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,10 +17,9 @@ SHOW = "LoadState=loaded\nActiveState=active\n"
 
 
 @pytest.fixture
-def host(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> Commands:
-    commands.add("systemctl", SHOW)
-    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")  # the fake first
-    return commands
+def host(path_commands: Commands) -> Commands:
+    path_commands.add("systemctl", SHOW)
+    return path_commands
 
 
 def test_checksums_and_unit_in_one_call(tmp_path: Path, host: Commands, run_module: Runner) -> None:
@@ -47,10 +45,8 @@ def test_an_unreadable_file_is_an_error_not_a_missing_one(tmp_path: Path, host: 
     assert result["failed"] and str(tmp_path) in result["msg"]
 
 
-def test_systemctl_failing_fails_the_module(commands: Commands, monkeypatch: pytest.MonkeyPatch,
-                                            run_module: Runner) -> None:
-    commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
-    monkeypatch.setenv("PATH", f"{commands.bin_dir}:{os.environ['PATH']}")
+def test_systemctl_failing_fails_the_module(path_commands: Commands, run_module: Runner) -> None:
+    path_commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
     result = run_module(sglang_service_state.main, {"unit": "u.service"})
     assert result["failed"] and "Failed to connect to bus" in result["msg"]
 
