@@ -19,7 +19,23 @@ import pwd
 import stat
 import typing as t
 
+if t.TYPE_CHECKING:
+    from ansible.module_utils.basic import AnsibleModule
+
 Run = t.Callable[[t.Sequence[str]], tuple[int, str]]
+DEFAULT_DIR = "/var/lib/sglang-deploy/stamps"
+
+
+def module_runner(module: AnsibleModule) -> Run:
+    """A Run through the module's run_command; a command that is not installed exits 127."""
+    def run(argv: t.Sequence[str]) -> tuple[int, str]:
+        path = module.get_bin_path(argv[0])
+        if not path:
+            return 127, ""
+        rc, out, _err = module.run_command([path, *argv[1:]], errors="surrogate_or_replace")
+        return rc, out
+    return run
+
 
 KINDS = ("paths", "listings", "trees", "packages", "units", "users", "groups", "commands")
 VERSION = 1
@@ -210,3 +226,8 @@ def read(path: str, run: Run) -> dict[str, t.Any]:
         return {"found": False, "digest": None, "drift": [f"unreadable stamp {path}: {exc}"]}
     return {"found": True, "digest": stamp.get("digest"), "recorded_at": stamp.get("recorded_at"),
             "drift": drift(stamp.get("observed") or {}, observe(manifest, run))}
+
+
+def read_many(names: t.Sequence[str], directory: str, run: Run) -> dict[str, dict[str, t.Any]]:
+    """read() for each of the roles' stamps in directory; ValueError for a name that is not a plain file name."""
+    return {name: read(stamp_path(directory, name), run) for name in names}

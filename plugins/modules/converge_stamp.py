@@ -137,16 +137,6 @@ from ansible_collections.sglang.deploy.plugins.module_utils import _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import replace_atomically
 
 
-def runner(module: AnsibleModule) -> _stamp.Run:
-    def run(argv: t.Sequence[str]) -> tuple[int, str]:
-        path = module.get_bin_path(argv[0])
-        if not path:
-            return 127, ""
-        rc, out, _err = module.run_command([path, *argv[1:]], errors="surrogate_or_replace")
-        return rc, out
-    return run
-
-
 def record(module: AnsibleModule) -> dict[str, t.Any]:
     p = module.params
     if not p["name"] or not p["digest"]:
@@ -157,7 +147,7 @@ def record(module: AnsibleModule) -> dict[str, t.Any]:
     except ValueError as exc:
         module.fail_json(msg=f"converge_stamp: {exc}")
     stamp = {"version": _stamp.VERSION, "name": p["name"], "digest": p["digest"], "manifest": manifest,
-             "observed": _stamp.observe(manifest, runner(module)),
+             "observed": _stamp.observe(manifest, _stamp.module_runner(module)),
              "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     if not module.check_mode:
         os.makedirs(p["dir"], mode=0o700, exist_ok=True)
@@ -167,12 +157,10 @@ def record(module: AnsibleModule) -> dict[str, t.Any]:
 
 def read(module: AnsibleModule) -> dict[str, t.Any]:
     p = module.params
-    stamps = {}
-    for name in p["names"]:
-        try:
-            stamps[name] = _stamp.read(_stamp.stamp_path(p["dir"], name), runner(module))
-        except ValueError as exc:
-            module.fail_json(msg=f"converge_stamp: {exc}")
+    try:
+        stamps = _stamp.read_many(p["names"], p["dir"], _stamp.module_runner(module))
+    except ValueError as exc:
+        module.fail_json(msg=f"converge_stamp: {exc}")
     return {"changed": False, "stamps": stamps, "ansible_facts": {"sglang_deploy_stamps": stamps}}
 
 
@@ -184,7 +172,7 @@ def main() -> None:
             "name": {"type": "str"},
             "digest": {"type": "str"},
             "manifest": {"type": "dict", "default": {}},
-            "dir": {"type": "path", "default": "/var/lib/sglang-deploy/stamps"},
+            "dir": {"type": "path", "default": _stamp.DEFAULT_DIR},
         },
         supports_check_mode=True,
     )

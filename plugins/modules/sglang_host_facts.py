@@ -37,6 +37,18 @@ options:
     description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
       O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists.
     type: path
+  stamps:
+    description:
+      - Install roles whose stamps to read too (what module M(sglang.deploy.converge_stamp) reads with
+        O(sglang.deploy.converge_stamp#module:state=read)), returned as the fact C(sglang_deploy_stamps) for the
+        roles of this run. One read of the host for the preflight and the install roles' decisions.
+    type: list
+    elements: str
+    default: []
+  stamps_dir:
+    description: Where the stamps are kept.
+    type: path
+    default: /var/lib/sglang-deploy/stamps
 requirements:
   - systemd
   - C(ss) (iproute2) for the port check
@@ -154,6 +166,16 @@ facts:
       returned: when O(observed_file) exists and holds a JSON object
       sample: {"recorded_at": "2026-12-01T10:12:40Z", "identity": {"tp_size": 8},
                "startup": {"pre_load_free_bytes": 100738457928, "weights_bytes": 79489243955, "kv_tokens": 154998}}
+ansible_facts:
+  description: The stamps of O(stamps), as M(sglang.deploy.converge_stamp) returns them.
+  type: dict
+  returned: when O(stamps) is not empty
+  contains:
+    sglang_deploy_stamps:
+      description: For each of O(stamps), whether it was found, its digest and the drift since it was recorded.
+      type: dict
+      returned: always
+      sample: {"nvidia_driver": {"found": true, "digest": "5b0e3c...", "drift": []}}
 """
 
 import json
@@ -163,6 +185,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
+from ansible_collections.sglang.deploy.plugins.module_utils import _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
 from ansible_collections.sglang.deploy.plugins.module_utils._load import safetensors_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
@@ -337,13 +360,23 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "draft_model_path": {"type": "path"},
     "port": {"type": "int"},
     "observed_file": {"type": "path"},
+    "stamps": {"type": "list", "elements": "str", "default": []},
+    "stamps_dir": {"type": "path", "default": _stamp.DEFAULT_DIR},
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
 }
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.exit_json(changed=False, facts=host_facts(module))
+    p = module.params
+    result: dict[str, Any] = {"changed": False, "facts": host_facts(module)}
+    if p["stamps"]:
+        try:
+            stamps = _stamp.read_many(p["stamps"], p["stamps_dir"], _stamp.module_runner(module))
+        except ValueError as exc:
+            module.fail_json(msg=f"sglang_host_facts: stamps: {exc}")
+        result["ansible_facts"] = {"sglang_deploy_stamps": stamps}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,25 @@ def test_the_module_reports_every_problem_without_failing(
     assert found["unit_memory_bytes"] == 0 and found["host_mem_available_bytes"] > 0
 
 
+def test_the_install_roles_stamps_come_back_as_the_runs_fact_with_the_host(
+        commands: Commands, monkeypatch: pytest.MonkeyPatch, run_module: Any, tmp_path: Path) -> None:
+    """One read of the host in deploy.yml: the stamps come back as converge_stamp returns them."""
+    monkeypatch.setattr(facts_mod.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    (stamps / "sglang_stack.json").write_text(json.dumps({"version": 1, "name": "sglang_stack", "digest": "abc",
+                                                          "manifest": {}, "observed": {}}))
+    args = {"unit": "sglang-kimi.service", "model_path": str(tmp_path), "stamps_dir": str(stamps)}
+    result = run_module(facts_mod.main, {**args, "stamps": ["sglang_stack", "nvidia_driver"]})
+    read = result["ansible_facts"]["sglang_deploy_stamps"]
+    assert read["sglang_stack"]["found"] and read["sglang_stack"]["digest"] == "abc"
+    assert read["sglang_stack"]["drift"] == [] and read["nvidia_driver"]["found"] is False
+    assert "ansible_facts" not in run_module(facts_mod.main, args)
+    refused = run_module(facts_mod.main, {**args, "stamps": ["../x"]})
+    assert refused["failed"] and "stamps: a stamp name is a plain file name" in refused["msg"]
+
+
 def test_what_the_unit_holds_is_its_anonymous_and_shared_memory_not_its_page_cache(tmp_path: Path) -> None:
     """MemAvailable counts page cache already; adding the unit's file pages (MemoryCurrent) counted them twice."""
     group = "/system.slice/sglang-kimi.service"
