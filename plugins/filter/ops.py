@@ -101,17 +101,24 @@ def rollout_units(groups: Any, members: str = "sglang_workers") -> list[list[str
     return units
 
 
+# What a plan prints for each rolling action: the groups of the hosts it takes and leaves (made by
+# deploy.yml and reboot.yml), its title, what it does to a host, and what the hosts left alone are.
+_PLANS = {
+    "restart": ("sglang_rollout_restart", "sglang_rollout_keep", "ROLLOUT PLAN", "restarted",
+                "Unchanged and serving"),
+    "reboot": ("sglang_reboot", "sglang_reboot_not", "REBOOT PLAN", "rebooted", "No reboot pending"),
+}
+
+
 def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart") -> str:
     """What the rolling play will do, printed before any server is drained: the servers that restart (or
-    reboot, playbooks/reboot.yml), in their batches, and the ones left alone (groups sglang_rollout_restart
-    and sglang_rollout_keep made by deploy.yml; sglang_reboot and sglang_reboot_not by reboot.yml)."""
-    members, others = ("sglang_reboot", "sglang_reboot_not") if action == "reboot" else \
-        ("sglang_rollout_restart", "sglang_rollout_keep")
-    title, done = ("REBOOT PLAN", "rebooted") if action == "reboot" else ("ROLLOUT PLAN", "restarted")
+    reboot, playbooks/reboot.yml), in their batches, and the ones left alone."""
+    if action not in _PLANS:
+        raise AnsibleFilterError(f"rollout_plan: action {action!r}; allowed: {', '.join(_PLANS)}")
+    members, others, title, done, left = _PLANS[action]
     units = rollout_units(groups, members)
     kept = [host for host in groups.get("sglang_workers", []) if host in set(groups.get(others, []))]
-    alone = (f"{'No reboot pending' if action == 'reboot' else 'Unchanged and serving'}, not drained: "
-             f"{', '.join(kept)}.") if kept else ""
+    alone = f"{left}, not drained: {', '.join(kept)}." if kept else ""
     if not units:
         return f"{title}: no server {action}s. " + alone
     if parallel:

@@ -94,6 +94,14 @@ def print_timeline(rows: list[tuple[float, str, str]], since: float) -> None:
         print(f"MEASURED timeline +{t - since:6.1f} s  {name:18} {what}")
 
 
+def assert_one_at_a_time(rows: list[tuple[float, str, str]], names: list[str]) -> None:
+    """Each of names, in order, removed from the router, started, ready and re-added before the next is removed."""
+    order = [(name, what) for _time, name, what in rows if what != "router: healthy"]
+    expected = [(name, what) for name in names for what in ("router: removed", "systemd: started (restart)",
+                                                            "server: fired up (ready)", "router: added")]
+    assert order == expected, order
+
+
 def digest(name: str) -> str:
     return on(name).check_output(f"sha256sum {UNIT_PATH} /etc/sglang/kimi.env")
 
@@ -183,12 +191,7 @@ def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp
         hook_log = on(name).file("/var/log/sglang-post-restart-hook.log").content_string
         assert f"rejoined with invocation {invocation(name)}" in hook_log, hook_log
     # One server at a time: each is removed, restarted, ready and re-added before the next is removed.
-    order = [(name, what) for _time, name, what in rows if what != "router: healthy"]
-    expected = []
-    for name in WORKERS:
-        expected += [(name, "router: removed"), (name, "systemd: started (restart)"),
-                     (name, "server: fired up (ready)"), (name, "router: added")]
-    assert order == expected, order
+    assert_one_at_a_time(rows, WORKERS)
 
 
 def test_a_crashing_change_is_rolled_back_and_stops_the_rollout(host: Any, tmp_path: Path) -> None:
@@ -262,12 +265,7 @@ def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_p
     assert boot_id(untouched) == boots[untouched] and invocation(untouched) == third
     assert not [e for e in load.router_events() if untouched in e["url"]], "the third server was drained"
     # One host at a time: out of the router, booted, its server started at boot and ready, back in.
-    order = [(name, what) for _time, name, what in rows if what != "router: healthy"]
-    expected = []
-    for name in rebooting:
-        expected += [(name, "router: removed"), (name, "systemd: started (restart)"),
-                     (name, "server: fired up (ready)"), (name, "router: added")]
-    assert order == expected, order
+    assert_one_at_a_time(rows, rebooting)
 
     # Nothing pending any more: nothing reboots, nothing changes.
     booted = {name: boot_id(name) for name in WORKERS}

@@ -71,6 +71,8 @@ def test_the_reboot_plan_reads_the_reboot_groups() -> None:
         "before the next: batch 1: w1; batch 2: w4. No reboot pending, not drained: a0, a1, w2, w3.")
     assert ops.rollout_plan(dict(FLEET, sglang_reboot_not=["w1"]), 1, False, "reboot") == (
         "REBOOT PLAN: no server reboots. No reboot pending, not drained: w1.")
+    with pytest.raises(AnsibleFilterError, match="action 'drain'; allowed: restart, reboot"):
+        ops.rollout_plan(groups, 1, False, "drain")
 
 
 @pytest.mark.parametrize("serial", [0, "-1", "0%", "150%", "half"])
