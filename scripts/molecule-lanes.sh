@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling multinode" "default install")
+  lanes=("rolling" "default install multinode")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"

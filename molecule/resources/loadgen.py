@@ -8,6 +8,11 @@ while polling the router's /workers every 0.5 s. Ends by printing one line:
 
     LOAD SUMMARY sent=N ok=N failed=N min_healthy=K/EXPECT
 
+and, when any failed, how: ``LOAD FAILURES connection=N http=N other=N first=T last=T`` - connection: the
+router did not answer or dropped the connection (its process was down); http: it answered with an error
+status (no server could take the request); other: an empty or malformed reply; first and last: the times
+(epoch seconds) of the first and last failure.
+
 and writes each change of the router's worker list (removed / added / healthy) with a timestamp to
 --events as JSON lines. Only the given router URL is contacted. A router that requires a key gets it
 from the environment variable SGLANG_ROUTER_API_KEY (not from argv), as a bearer token.
@@ -31,17 +36,33 @@ class Tally:
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=lambda: {"connection": 0, "http": 0, "other": 0})
+    failure_times: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, error: str | None) -> None:
+    def record(self, error: str | None, kind: str = "other") -> None:
         with self.lock:
             self.sent += 1
             if error is None:
                 self.ok += 1
             else:
                 self.failed += 1
+                self.kinds[kind] += 1
+                self.failure_times.append(time.time())
                 if len(self.errors) < 20:
                     self.errors.append(error)
+
+    def failures_line(self) -> str:
+        times = self.failure_times or [0.0]
+        return (f"LOAD FAILURES connection={self.kinds['connection']} http={self.kinds['http']} "
+                f"other={self.kinds['other']} first={min(times):.1f} last={max(times):.1f}")
+
+
+def failure_kind(exc: Exception) -> str:
+    """http: the router answered with an error status; connection: it did not answer, or dropped the request."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return "http"
+    return "connection" if isinstance(exc, (urllib.error.URLError, OSError)) else "other"
 
 
 def get_json(url: str, body: dict | None = None, timeout: float = 60) -> dict:
@@ -63,13 +84,16 @@ def generate_forever(args: argparse.Namespace, tally: Tally, stop: threading.Eve
                 return
         i += 1
         prompt = f"load {number}-{i}: the capital of France is"
+        kind = "other"
         try:
             reply = get_json(args.router + "/generate",
                              {"text": prompt, "sampling_params": {"max_new_tokens": args.tokens, "temperature": 0}})
             error = None if reply.get("meta_info", {}).get("completion_tokens", 0) >= 1 else f"empty reply {reply}"
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            error = f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}"
-        tally.record(error)
+            error, kind = f"{type(exc).__name__}: {getattr(exc, 'code', '')} {exc}", failure_kind(exc)
+        tally.record(error, kind)
+        if kind == "connection" and error is not None:
+            stop.wait(0.1)  # a client's pause before it tries a router that refused it again
 
 
 def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) -> None:
@@ -133,6 +157,8 @@ def main() -> int:
         print("LOAD ERROR", error)
     print(f"LOAD SUMMARY sent={tally.sent} ok={tally.ok} failed={tally.failed} "
           f"min_healthy={state.get('min_healthy', 0)}/{args.expect}", flush=True)
+    if tally.failed:
+        print(tally.failures_line(), flush=True)
     return 0
 
 

@@ -21,7 +21,13 @@ short_description: Rollout batches, metrics, drifted files, the status table, pr
 description:
   - C(sglang.deploy.rollout_batches) gives the batch sizes of the rolling play, a multi-node group per batch,
     over the servers that restart (group C(sglang_rollout_restart)); all in one batch for a first install.
-  - C(sglang.deploy.rollout_plan) says which servers restart in which batch, and which are left alone.
+  - C(sglang.deploy.rollout_plan) says which servers restart in which batch, and which are left alone; with
+    C(why) (host -> reasons), what changes on each and whether it reboots.
+  - "C(sglang.deploy.restart_plan) decides what a host's rolling batch does before anything changes,
+    C(drift | restart_plan(active_state, driver_plan, pending_reboot, reboot_pending, container_reboots)), and
+    returns C(restart), C(driver), C(reboot), C(why) and C(files): a restart for new files or a stopped unit;
+    for a serving host, a driver change (or a running driver other than the pin) made in the batch with a
+    reboot, and a pending reboot when allowed."
   - C(sglang.deploy.metrics) sums SGLang's Prometheus gauges (C(/metrics)) by name, over their labels; by
     default the gauges the status table shows, or the names given.
   - C(sglang.deploy.drifted_files) lists the destinations of the files whose content on the host (their SHA-1
@@ -110,21 +116,24 @@ _PLANS = {
 }
 
 
-def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart") -> str:
+def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart",
+                 why: Any = None) -> str:
     """What the rolling play will do, printed before any server is drained: the servers that restart (or
-    reboot, playbooks/reboot.yml), in their batches, and the ones left alone."""
+    reboot, playbooks/reboot.yml), in their batches, and the ones left alone; `why` (host -> reasons) says
+    after each host what changes there and whether it reboots."""
     if action not in _PLANS:
         raise AnsibleFilterError(f"rollout_plan: action {action!r}; allowed: {', '.join(_PLANS)}")
     members, others, title, done, left = _PLANS[action]
     units = rollout_units(groups, members)
-    kept = [host for host in groups.get("sglang_workers", []) if host in set(groups.get(others, []))]
+    reasons = {host: list(value or []) for host, value in dict(why or {}).items()}
+    kept = [_with_reasons(host, reasons) for host in groups.get("sglang_workers", [])
+            if host in set(groups.get(others, []))]
     alone = f"{left}, not drained: {', '.join(kept)}." if kept else ""
     if not units:
         return f"{title}: no server {action}s. " + alone
+    hosts = [_with_reasons(host, reasons) for unit in units for host in unit]
     if parallel:
-        return (f"{title}: first install, no server runs yet: {', '.join(h for u in units for h in u)} "
-                "start together. " + alone)
-    hosts = [host for unit in units for host in unit]
+        return (f"{title}: first install, no server runs yet: {', '.join(hosts)} start together. " + alone)
     sizes, lines, index = rollout_batches(groups, serial, members), [], 0
     for number, size in enumerate(sizes, 1):
         lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
@@ -133,6 +142,58 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
     return (f"{title}: {count} server{'s' if count != 1 else ''} {action} in {len(sizes)} "
             f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
             f"and back before the next: {'; '.join(lines)}. " + alone).strip()
+
+
+def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:
+    return f"{host} ({'; '.join(reasons[host])})" if reasons.get(host) else host
+
+
+def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None, reboot_pending: bool = False,
+                 container_reboots: bool = False) -> dict:
+    """What this host's rolling batch does, decided before anything changes anywhere:
+    `{restart, driver, reboot, why}`. It restarts when its files would change (`drift`, their paths) or its
+    unit is not running (`state`, the unit's ActiveState). While it serves, a driver change (`driver`, the
+    plan nvidia_driver's preflight made: pin, packages, installed, running, reboot_policy) or a running
+    driver other than the pin is made in its batch, with the server stopped, and reboots the host unless
+    the policy is `never` or the host is a container (`driver.container`) that cannot reboot
+    (`container_reboots`: sglang_service_reboot_command is set) - then the driver changes in place, as the
+    role does alone; a pending reboot
+    (`reboot`, sglang_service_state's: required, packages) is done in the batch when `reboot_pending` allows it."""
+    drift, driver, pending = list(drift or []), dict(driver or {}), dict(reboot or {})
+    serving = state in ("active", "activating", "reloading")
+    why = [f"new {', '.join(os.path.basename(path) for path in drift)}"] if drift else []
+    if not serving:
+        why.append(f"{state or 'unknown'}: will be started")
+    note = _driver_change(driver)
+    stays = ("not serving" if not serving else "nvidia_driver_reboot_policy never"
+             if driver.get("reboot_policy") == "never" else "a container that cannot reboot"
+             if driver.get("container") and not container_reboots else "")
+    rolled = bool(note) and not stays
+    if note:
+        why.append(note + (f", in place ({stays})" if stays else ""))
+    if pending.get("required"):
+        asked = ", ".join(pending.get("packages") or []) or "/run/reboot-required"
+        why.append(f"reboot pending ({asked})" + ("" if reboot_pending and serving else
+                                                  ": left for playbooks/reboot.yml" if serving else ""))
+    reboots = rolled or (serving and bool(pending.get("required")) and bool(reboot_pending))
+    if reboots:
+        why.append("REBOOTS")
+    return {"restart": bool(drift) or not serving or reboots, "driver": rolled, "reboot": reboots, "why": why,
+            "files": drift}
+
+
+def _driver_change(driver: dict[str, Any]) -> str:
+    """What changes in the driver by nvidia_driver's plan: its packages move, or the running driver is not the
+    installed pin (a reboot an earlier run could not do); nothing for a host without the driver yet."""
+    pin, installed = str(driver.get("pin") or ""), dict(driver.get("installed") or {})
+    if not pin or not installed:
+        return ""
+    if any(not str(installed.get(name, "")).startswith(f"{pin}-") for name in driver.get("packages") or []):
+        held = sorted({str(version).rsplit("-", 1)[0] for version in installed.values()})
+        return f"driver {'/'.join(held)} -> {pin}"
+    running = driver.get("running")
+    # None: no driver runs at all (its module did not load at the last boot), which a reboot may mend.
+    return f"driver {pin} installed, {running or 'none'} running" if running != pin else ""
 
 
 def _units_per_batch(serial: Any, units: int) -> int:
@@ -334,7 +395,8 @@ def dd_rate(stderr: Any) -> float | None:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "metrics": metrics,
+        return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "restart_plan": restart_plan,
+                "metrics": metrics,
                 "drifted_files": drifted_files, "status_table": status_table, "probe_line": probe_line,
                 "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
                 "load_summary": load_summary, "dd_rate": dd_rate, "stamp_digest": stamp_digest,

@@ -182,8 +182,11 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
             errors += result["errors"]
         warnings += result["warnings"]
     elif plan_mode == "required":
+        # What the host could not tell (nvidia-smi without a running driver, say) is the reason to name.
+        unread = list((detected or {}).get("notes") or [])
         errors.append("capacity plan: no value for " + ", ".join(missing)
-                      + "; allowed: set them in the inventory, or deploy so they are read on the host")
+                      + "; allowed: set them in the inventory, or deploy so they are read on the host"
+                      + (f" (the host: {'; '.join(unread)})" if unread else ""))
     return {"ok": not errors, "errors": errors, "warnings": warnings, "drop_env": checked["drop_env"],
             "plan": result, "facts": {k: v for k, v in facts.items() if k not in ("model_config", "draft_config")},
             "hardware": hardware, "observed": observed if isinstance(observed, dict) else None}

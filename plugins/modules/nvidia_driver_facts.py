@@ -41,6 +41,13 @@ options:
     type: list
     elements: path
     default: []
+  packages:
+    description:
+      - Debian package names whose installed versions to report in RV(packages) (C(dpkg-query)).
+      - The driver role's plan compares them with the pinned version before anything changes.
+    type: list
+    elements: str
+    default: []
   sysfs:
     description: Root of sysfs (tests point it elsewhere).
     type: path
@@ -56,6 +63,12 @@ EXAMPLES = r"""
     key_file: /etc/apt/keyrings/nvidia-cuda.asc
     mok_keys: [/var/lib/dkms/mok.pub]
   register: __nvidia_driver_facts
+
+- name: Read the installed and the running driver, without querying the GPUs
+  sglang.deploy.nvidia_driver_facts:
+    query_gpus: false
+    packages: [nvidia-driver-cuda, nvidia-kernel-open-dkms, libcuda1]
+  register: __nvidia_driver_now
 """
 
 RETURN = r"""
@@ -155,6 +168,11 @@ nvidia_smi:
           description: Driver version this GPU reports.
           type: str
           sample: "580.95.05"
+packages:
+  description: The installed version of each of O(packages) that is installed (C(dpkg-query)); absent ones are left out.
+  type: dict
+  returned: always
+  sample: {"nvidia-driver-cuda": "580.95.05-1", "nvidia-kernel-open-dkms": "580.95.05-1"}
 key_fingerprints:
   description: Fingerprints (upper-case hex) of the primary keys in O(key_file); empty if it is unset or unreadable.
   type: list
@@ -346,6 +364,16 @@ def key_fingerprints(path: str | None) -> list[str]:
         return []
 
 
+def installed_packages(module: AnsibleModule, names: list[str]) -> dict[str, str]:
+    """name -> version of those of `names` dpkg has installed (half-installed, removed or unknown ones left out)."""
+    if not names:
+        return {}
+    answer = run(module, "dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", *names)
+    # dpkg-query exits 1 when some name is unknown and still lists the others (its complaint has no tabs).
+    rows = [line.split("\t") for line in (answer[1] if answer else "").splitlines()]
+    return {row[0]: row[1] for row in rows if len(row) == 3 and row[2][1:2] == "i" and row[0] in names}
+
+
 def gather(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     kernel = kernel_module(module, params["sysfs"])
@@ -354,7 +382,8 @@ def gather(module: AnsibleModule) -> dict[str, Any]:
     loaded = gpus["driver_version"] if params["container"] else kernel["version"]
     return {"changed": False, "secure_boot": state, "secure_boot_source": source,
             "mok_enrolled": mok_enrolled(module, params["mok_keys"]), "module": kernel, "nvidia_smi": gpus,
-            "loaded_driver_version": loaded, "key_fingerprints": key_fingerprints(params["key_file"])}
+            "loaded_driver_version": loaded, "key_fingerprints": key_fingerprints(params["key_file"]),
+            "packages": installed_packages(module, params["packages"])}
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
@@ -363,6 +392,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "container": {"type": "bool", "default": False},
     "key_file": {"type": "path", "no_log": False},  # a public key file
     "mok_keys": {"type": "list", "elements": "path", "default": [], "no_log": False},  # public key files
+    "packages": {"type": "list", "elements": "str", "default": []},
     "sysfs": {"type": "path", "default": "/sys"},
 }
 

@@ -15,6 +15,10 @@ description:
     router's side; with O(wait) the module waits until the list shows the result.
   - Idempotent. A worker is identified by its URL (a trailing slash is ignored).
   - Run it on a host that reaches the router (usually the router host itself, C(delegate_to)).
+  - A router that does not answer (restarted by systemd or an operator while a rollout runs) is waited for,
+    up to O(timeout); each write is made again against the list it then shows. With O(workers_file) the
+    launcher's worker file follows every change first, so a router that restarts registers exactly the
+    workers the rollout left in (a server out for its restart stays out).
 version_added: "1.0.0"
 options:
   router_url:
@@ -54,6 +58,12 @@ options:
       - A worker already listed keeps the key it was added with; take it out and put it back to change it.
     type: dict
     default: {}
+  workers_file:
+    description:
+      - The launcher's worker file on this host (role sglang_router, C(/etc/sglang-router/workers.json)), whose
+        C(workers) mapping (URL to key) is changed like the router's list, before it, in the format the role
+        writes it; its owner and mode are kept. Unset, or no such file, no file is changed.
+    type: path
 extends_documentation_fragment: sglang.deploy.attributes
 attributes:
   check_mode:
@@ -123,6 +133,16 @@ workers:
       description: The router's load figure for the worker; null when it gives none.
       type: int
       sample: 0
+workers_file_changed:
+  description: Whether O(workers_file) was (or, in check mode, would be) changed.
+  type: bool
+  returned: always
+  sample: true
+router_down_s:
+  description: Seconds this run waited for a router that did not answer.
+  type: float
+  returned: always
+  sample: 0.0
 msg:
   description:
     - In check mode when the router does not answer (it is not running yet, as on a first install), why the
@@ -135,6 +155,8 @@ msg:
 """
 
 import json
+import os
+import tempfile
 import time
 from http.client import HTTPException
 from typing import Any
@@ -209,12 +231,48 @@ def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -
     return present and not extra
 
 
+class Waiter:
+    """Calls the router until it answers, up to a deadline, and counts the seconds it did not."""
+
+    def __init__(self, router: Router, timeout: int, clock: Any) -> None:
+        self.router, self.timeout, self.clock = router, timeout, clock
+        self.deadline, self.down = clock.time() + timeout, 0.0
+
+    def answer(self, call: Any) -> Any:
+        first = None
+        while True:
+            try:
+                result = call()
+            except RouterDown as exc:
+                now = self.clock.time()
+                first = now if first is None else first
+                if now >= self.deadline:
+                    raise RouterDown(f"router {self.router.base} did not answer within {self.timeout} s "
+                                     f"({exc})") from exc
+                self.clock.sleep(1)
+                continue
+            if first is not None:
+                self.down += self.clock.time() - first
+            return result
+
+
+def change(router: Router, url: str, add: bool, key: str | None) -> None:
+    """Add or remove one worker against the list the router shows now (after a restart its ids are new, and
+    its launcher may have registered the worker already)."""
+    listed = router.workers()
+    if add and url not in listed:
+        router.add(url, key)
+    elif not add and url in listed:
+        router.remove(listed[url]["id"])
+
+
 def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int, check: bool,
         clock: Any = time, worker_keys: dict[str, str] | None = None) -> dict[str, Any]:
     wanted = [norm(url) for url in wanted]
     keys = {norm(url): str(key) for url, key in (worker_keys or {}).items() if key}
+    waiter = Waiter(router, timeout, clock)
     try:
-        current = router.workers()
+        current = router.workers() if check else waiter.answer(router.workers)
     except RouterDown as exc:
         if not check:
             raise
@@ -227,22 +285,48 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
     diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
     if not check:
         for url in add:
-            router.add(url, keys.get(url))
+            waiter.answer(lambda url=url: change(router, url, True, keys.get(url)))
         for url in remove:
-            router.remove(current[url]["id"])
-    deadline = clock.time() + timeout
+            waiter.answer(lambda url=url: change(router, url, False, None))
     while wait and not check:
-        current = router.workers()
+        current = waiter.answer(router.workers)
         if settled(current, wanted, state):
             break
-        if clock.time() >= deadline:
+        if clock.time() >= waiter.deadline:
             pending = [u for u in wanted if state != "absent" and not current.get(u, {}).get("is_healthy")]
             raise RouterError(f"router {router.base} did not settle within {timeout} s "
                               f"(state {state}; not yet healthy: {pending or 'none'}; "
                               f"listed: {sorted(current)})")
         clock.sleep(1)
     return {"changed": bool(add or remove), "added": add, "removed": remove, "workers": list(current.values()),
-            "diff": diff, **({"msg": note} if note else {})}
+            "diff": diff, "router_down_s": waiter.down, **({"msg": note} if note else {})}
+
+
+def follow_file(module: AnsibleModule, path: str, wanted: list[str], state: str, keys: dict[str, str]) -> bool:
+    """Change the launcher's worker file as the router's list changes; whether it changed (would, in check)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return False  # a router this collection did not set up: no launcher, no file
+    except (OSError, ValueError) as exc:
+        raise RouterError(f"workers_file {path}: {exc}") from exc
+    before = {norm(url): key for url, key in dict(data.get("workers") or {}).items()}
+    after = dict(before) if state != "exact" else {}
+    for url in (norm(url) for url in wanted):
+        if state == "absent":
+            after.pop(url, None)
+        else:
+            after[url] = keys.get(url, before.get(url, ""))
+    if after == before:
+        return False
+    if not module.check_mode:
+        text = json.dumps({**data, "workers": after}, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".workers.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        module.atomic_move(temp, path)  # keeps the file's owner, group and mode
+    return True
 
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
@@ -253,17 +337,23 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "timeout": {"type": "int", "default": 120},
     "api_key": {"type": "str", "no_log": True},
     "worker_api_keys": {"type": "dict", "default": {}, "no_log": True},
+    "workers_file": {"type": "path"},
 }
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
+    keys = {norm(url): str(key) for url, key in p["worker_api_keys"].items() if key}
     try:
+        # The file first: a router that restarts in between registers what the rollout wants.
+        moved = follow_file(module, p["workers_file"], p["workers"], p["state"], keys) if p["workers_file"] else False
         result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
                      module.check_mode, worker_keys=p["worker_api_keys"])
     except RouterError as exc:
         module.fail_json(msg=str(exc))
+    result["workers_file_changed"] = moved
+    result["changed"] = result["changed"] or moved
     if not module._diff:
         del result["diff"]
     module.exit_json(**result)

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The deployed files' checksums and the unit's state, in one read of the host."""
+"""The deployed files' checksums, the unit's state and a pending reboot, in one read of the host."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ options:
     type: list
     elements: str
     default: [LoadState, ActiveState]
+  reboot_required_file:
+    description: The flag a kernel or driver update leaves for a pending reboot (Debian's and Ubuntu's).
+    type: path
+    default: /run/reboot-required
 extends_documentation_fragment: [sglang.deploy.attributes, sglang.deploy.attributes.read_only]
 """
 
@@ -67,9 +71,24 @@ unit:
       type: str
       returned: when in O(properties)
       sample: active
+reboot:
+  description: Whether a reboot is pending, and the packages that asked for it.
+  type: dict
+  returned: always
+  contains:
+    required:
+      description: O(reboot_required_file) exists.
+      type: bool
+      sample: true
+    packages:
+      description: The packages listed in the flag's C(.pkgs) file (the kernel's postinst hooks write it), sorted.
+      type: list
+      elements: str
+      sample: [linux-image-6.1.0-41-amd64]
 """
 
 import hashlib
+import os
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
@@ -85,6 +104,16 @@ def sha1(path: str) -> str | None:
         return None
 
 
+def pending_reboot(flag: str) -> dict[str, t.Any]:
+    """Whether a reboot is pending, and the packages that asked for it (the flag's .pkgs file)."""
+    try:
+        with open(f"{flag}.pkgs", encoding="utf-8") as handle:
+            packages = sorted({line.strip() for line in handle if line.strip()})
+    except OSError:
+        packages = []
+    return {"required": os.path.exists(flag), "packages": packages}
+
+
 def read(module: AnsibleModule) -> dict[str, t.Any]:
     p = module.params
     try:
@@ -95,7 +124,7 @@ def read(module: AnsibleModule) -> dict[str, t.Any]:
         unit = _systemd.show(module, p["unit"], p["properties"])
     except _systemd.SystemctlError as exc:
         module.fail_json(msg=f"sglang_service_state: {exc}")
-    return {"changed": False, "files": files, "unit": unit}
+    return {"changed": False, "files": files, "unit": unit, "reboot": pending_reboot(p["reboot_required_file"])}
 
 
 def main() -> None:
@@ -104,6 +133,7 @@ def main() -> None:
             "unit": {"type": "str", "required": True},
             "files": {"type": "list", "elements": "path", "default": []},
             "properties": {"type": "list", "elements": "str", "default": ["LoadState", "ActiveState"]},
+            "reboot_required_file": {"type": "path", "default": "/run/reboot-required"},
         },
         supports_check_mode=True,
     )

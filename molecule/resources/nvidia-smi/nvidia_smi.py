@@ -16,6 +16,14 @@ a pair's status), ``--version``, ``-h``. When /dev/nvidiactl exists but cannot b
 device policy), queries fail as NVML does. Output follows the real tool's CSV
 (``index, memory.total [MiB]`` headers, ``97887 MiB`` values). ``"driver_loaded": false`` makes
 every command fail like a host whose driver is not loaded (exit 9).
+
+The running driver changes only at a boot, as on a host, where the kernel loads the nvidia.ko that DKMS
+built for the installed packages: at each boot the unit ``sglang-sim-nvidia-module.service``
+(``nvidia-module-load`` next to this file) writes the installed ``nvidia-kernel-open-dkms`` version to
+/run/sglang-sim/nvidia-module (or ``$FAKE_NVIDIA_MODULE``), a tmpfs that the next boot starts empty; or
+``failed`` when /etc/sglang-sim/drill-module-fails-to-load exists (a module that did not build or load).
+The file's driver is reported unless the JSON file sets ``driver_version``; ``failed`` means
+``"driver_loaded": false``. Before the first boot with the packages installed: 580.95.05.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import time
 from typing import Any
 
 CONFIG = "/etc/sglang-sim/nvidia-smi.json"
+MODULE = "/run/sglang-sim/nvidia-module"
+DEFAULT_DRIVER = "580.95.05"
 DEFAULT_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
@@ -96,6 +106,15 @@ def default_gpu(index: int) -> dict[str, Any]:
     }
 
 
+def loaded_module() -> str | None:
+    """The driver the last boot loaded (a version, or "failed"); None before a boot has loaded one."""
+    try:
+        with open(os.environ.get("FAKE_NVIDIA_MODULE") or MODULE, encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def load_config() -> dict[str, Any]:
     path = os.environ.get("FAKE_NVIDIA_SMI_CONFIG") or CONFIG
     try:
@@ -103,9 +122,10 @@ def load_config() -> dict[str, Any]:
             config = json.load(handle)
     except FileNotFoundError:
         config = {}
-    config.setdefault("driver_version", "580.95.05")
+    loaded = loaded_module()
+    config.setdefault("driver_version", loaded if loaded not in (None, "failed") else DEFAULT_DRIVER)
     config.setdefault("cuda_version", "13.0")
-    config.setdefault("driver_loaded", True)
+    config.setdefault("driver_loaded", loaded != "failed")
     gpus = config.get("gpus")
     if gpus is None:
         gpus = [{} for _index in range(8)]

@@ -50,11 +50,13 @@ def router_ip() -> str:
 class Load:
     """The bounded load generator, run on the controller against the router's address on the test network."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, max_requests: int = 6000, max_seconds: int = 400) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
         self.stop_file, self.events = tmp / "stop", tmp / "events.jsonl"
         self.proc = subprocess.Popen(
             [sys.executable, str(PROJECT / "molecule/resources/loadgen.py"), "--router", f"http://{router_ip()}:30080",
-             "--expect", "3", "--concurrency", "4", "--max-requests", "6000", "--max-seconds", "400",
+             "--expect", "3", "--concurrency", "4", "--max-requests", str(max_requests),
+             "--max-seconds", str(max_seconds),
              "--stop-file", str(self.stop_file), "--events", str(self.events)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "SGLANG_ROUTER_API_KEY": ROUTER_KEY})
@@ -67,6 +69,9 @@ class Load:
         print(out)
         match = re.search(r"^LOAD SUMMARY sent=(\d+) ok=(\d+) failed=(\d+) min_healthy=(\d+)/3$", out, re.M)
         assert match, out
+        failures = re.search(r"^LOAD FAILURES (.*)$", out, re.M)
+        self.failures = {key: float(value) for key, value in re.findall(r"(\w+)=([\d.]+)", failures.group(1))
+                         } if failures else {}
         return dict(zip(("sent", "ok", "failed", "min_healthy"), map(int, match.groups()), strict=True))
 
     def router_events(self) -> list[dict[str, Any]]:
@@ -273,3 +278,225 @@ def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_p
     assert rc == 0 and "REBOOT PLAN: no server reboots" in out, out[-4000:]
     assert all(recap(out, name)["changed"] == 0 for name in WORKERS), out[-4000:]
     assert {name: boot_id(name) for name in WORKERS} == booted
+
+
+# --- driver changes through the drain path (deploy.yml) ----------------------------------------------
+# The scenario's hosts hold driver 580.95.05 from the local apt repository (molecule/resources/apt). The
+# fake nvidia-smi reports the driver the last boot loaded (sglang-sim-nvidia-module.service), so a new
+# driver runs only once the container has booted again, as on a host.
+OLD_DRIVER, NEW_DRIVER = "580.95.05", "580.105.08"
+MODULE_DRILL = "/etc/sglang-sim/drill-module-fails-to-load"
+# A driver roll of three hosts takes about 3 minutes here, some 30 requests a second: room for twice that.
+ROLL_LOAD = {"max_requests": 20000, "max_seconds": 600}
+# The setting the earlier tests left the fleet running (deploy.yml alone would roll back to the inventory's).
+AS_DEPLOYED = ("-e", "hicache_ratio=3.0")
+
+
+def drivers(name: str) -> tuple[str, str]:
+    """(the installed nvidia-kernel-open-dkms version, the driver nvidia-smi reports or 'none')."""
+    installed = on(name).check_output("dpkg-query -W -f '${Version}' nvidia-kernel-open-dkms")
+    running = on(name).run("nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0")
+    return installed.rsplit("-", 1)[0], running.stdout.strip() if running.rc == 0 else "none"
+
+
+def journal_of(name: str, unit: str, since: float) -> list[tuple[float, str]]:
+    out = on(name).check_output(f"journalctl -u {unit} -o json --no-pager --since=@{int(since)}")
+    return [(int(entry["__REALTIME_TIMESTAMP"]) / 1e6, str(entry.get("MESSAGE", "")))
+            for entry in map(json.loads, out.splitlines())]
+
+
+def maintenance_timeline(load: Load, since: float) -> list[tuple[float, str, str]]:
+    """The roll's events per host: router removal and re-adding, the server's stop and start, dpkg's change
+    of the driver, the boot's loading of it, and the server's readiness."""
+    rows = [row for row in timeline(load, since) if row[2] != "router: healthy"]
+    for name in WORKERS:
+        rows += [(t, name, "systemd: stopped") for t, message in journal_of(name, UNIT, since)
+                 if message.startswith(f"Stopped {UNIT}")]
+        rows += [(t, name, f"boot: {message}") for t, message in journal_of(name, "sglang-sim-nvidia-module", since)
+                 if message.startswith("nvidia: ")]
+        for line in on(name).file("/var/log/dpkg.log").content_string.splitlines():
+            fields = line.split()
+            if fields[2:4] == ["status", "installed"] and fields[4].startswith("nvidia-kernel-open-dkms"):
+                stamp = time.mktime(time.strptime(f"{fields[0]} {fields[1]}", "%Y-%m-%d %H:%M:%S")) - time.timezone
+                if stamp >= int(since):
+                    rows.append((stamp, name, f"dpkg: nvidia-kernel-open-dkms {fields[5]} installed"))
+    return sorted(rows)
+
+
+def assert_maintained_one_at_a_time(rows: list[tuple[float, str, str]], names: list[str], driver: str) -> None:
+    """Each of names, in order: out of the router, stopped, upgraded, booted with the new driver, started at
+    boot, ready and back in the router, before the next host leaves the router."""
+    steps = [(name, what) for _time, name, what in rows]
+    expected = [(name, what) for name in names for what in (
+        "router: removed", "systemd: stopped", f"dpkg: nvidia-kernel-open-dkms {driver}-1 installed",
+        f"boot: nvidia: module {driver} loaded", "systemd: started (restart)", "server: fired up (ready)",
+        "router: added")]
+    assert steps == expected, steps
+
+
+def test_a_driver_bump_rolls_host_by_host_through_the_drain_path_under_load(host: Any, tmp_path: Path) -> None:
+    """deploy.yml with a new pinned driver: each host in turn leaves the router, is drained, its server
+    stopped, the driver upgraded, the host rebooted (its container restarted: systemd boots again), the new
+    driver checked, the server started at boot and ready, and it goes back into the router. No request fails."""
+    boots = {name: boot_id(name) for name in WORKERS}
+    assert {name: drivers(name) for name in WORKERS} == dict.fromkeys(WORKERS, (OLD_DRIVER, OLD_DRIVER))
+    since = time.time()
+    load = Load(tmp_path, **ROLL_LOAD)
+    rc, out, seconds = run_playbook("deploy.yml", *AS_DEPLOYED, "-e", f"nvidia_driver_version={NEW_DRIVER}")
+    summary = load.finish()
+    rows = maintenance_timeline(load, since)
+    print_timeline(rows, since)
+    print(f"MEASURED rolling driver bump {OLD_DRIVER} -> {NEW_DRIVER} of 3 servers under load: {seconds:.1f} s wall")
+    assert rc == 0, out[-4000:]
+    plan = re.search(r"ROLLOUT PLAN: [^\"]*", out)
+    assert plan, out[-4000:]
+    print(f"PLAN {plan.group(0)}")
+    assert "3 servers restart in 3 batches" in plan.group(0)
+    for name in WORKERS:
+        assert f"{name} (driver {OLD_DRIVER} -> {NEW_DRIVER}; REBOOTS)" in plan.group(0)
+        assert drivers(name) == (NEW_DRIVER, NEW_DRIVER)
+        assert boot_id(name) != boots[name], f"{name} did not boot again"
+        assert healthy(name)
+    assert summary["failed"] == 0 and 100 < summary["sent"] < ROLL_LOAD["max_requests"], summary
+    assert summary["min_healthy"] >= 2, summary
+    assert_maintained_one_at_a_time(rows, WORKERS, NEW_DRIVER)
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+
+    # Nothing left to change: nothing reboots, nothing restarts, nothing changes.
+    booted = {name: (boot_id(name), invocation(name)) for name in WORKERS}
+    rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED, "-e", f"nvidia_driver_version={NEW_DRIVER}")
+    assert rc == 0 and "ROLLOUT PLAN: no server restarts" in out, out[-4000:]
+    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), out[-4000:]
+    assert {name: (boot_id(name), invocation(name)) for name in WORKERS} == booted
+
+
+def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any, tmp_path: Path) -> None:
+    """Back to the driver held before (a driver rollback, rolled like a forward change), while the second
+    host's module will not load at its boot: the first host serves the old driver again, the second stops the
+    rollout out of the router, the third is untouched; no request fails. Once the module loads again, a
+    rerun reboots the second host, puts it back and rolls the third."""
+    on("sglang-rolling-2").check_output(f"touch {MODULE_DRILL}")
+    third = (boot_id("sglang-rolling-3"), invocation("sglang-rolling-3"))
+    since = time.time()
+    load = Load(tmp_path, **ROLL_LOAD)
+    try:
+        rc, out, seconds = run_playbook("deploy.yml", *AS_DEPLOYED)  # the inventory's driver, 580.95.05
+    finally:
+        summary = load.finish()
+        on("sglang-rolling-2").check_output(f"rm -f {MODULE_DRILL}")
+    rows = maintenance_timeline(load, since)
+    print_timeline(rows, since)
+    print(f"MEASURED driver failure drill: play failed after {seconds:.1f} s")
+    assert rc != 0
+    stopped = re.search(r"ROLLOUT STOPPED at sglang-rolling-2 during its maintenance.*?shows the host\.", out, re.S)
+    assert stopped, out[-4000:]
+    print(f"STOPPED {stopped.group(0)}")
+    assert "no NVIDIA driver is running" in stopped.group(0)
+    assert drivers("sglang-rolling-1") == (OLD_DRIVER, OLD_DRIVER) and healthy("sglang-rolling-1")
+    assert drivers("sglang-rolling-2") == (OLD_DRIVER, "none")
+    assert (boot_id("sglang-rolling-3"), invocation("sglang-rolling-3")) == third
+    assert drivers("sglang-rolling-3") == (NEW_DRIVER, NEW_DRIVER)
+    assert not [e for e in load.router_events() if "sglang-rolling-3" in e["url"]], "the third server was drained"
+    assert [url for url, _healthy in listed(host)] == ["http://sglang-rolling-1:30000",
+                                                       "http://sglang-rolling-3:30000"]
+    assert summary["failed"] == 0, summary
+
+    # While its driver does not run, the host cannot be planned: deploy.yml refuses, naming why.
+    rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED)
+    assert rc != 0 and "sglang-rolling-2: the SGLang configuration is refused, nothing was changed" in out
+    assert "nvidia-smi did not answer" in out, out[-4000:]
+
+    # Mended (the module loads again): rebooted through the drain path, the second host serves the old driver
+    # and is back in the router; then deploy.yml checks its driver and rolls the third back.
+    since = time.time()
+    load = Load(tmp_path / "rerun", **ROLL_LOAD)
+    rc, out, seconds = run_playbook("playbooks/reboot.yml", "-l", "sglang-rolling-2",
+                                    "-e", "sglang_service_reboot_force=true")
+    assert rc == 0, out[-4000:]
+    assert drivers("sglang-rolling-2") == (OLD_DRIVER, OLD_DRIVER)
+    assert [url for url, _healthy in listed(host)] == [f"http://{name}:30000" for name in WORKERS]
+    rc, out, more = run_playbook("deploy.yml", *AS_DEPLOYED)
+    summary = load.finish()
+    print_timeline(maintenance_timeline(load, since), since)
+    print(f"MEASURED recovery after the drill: reboot {seconds:.1f} s, then the rollout {more:.1f} s")
+    assert rc == 0, out[-4000:]
+    assert f"batch 1: sglang-rolling-3 (driver {NEW_DRIVER} -> {OLD_DRIVER}; REBOOTS)" in out, out[-4000:]
+    assert {name: drivers(name) for name in WORKERS} == dict.fromkeys(WORKERS, (OLD_DRIVER, OLD_DRIVER))
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+    assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
+
+
+def test_a_pending_kernel_reboot_rolls_with_deploy_only_when_allowed(host: Any, tmp_path: Path) -> None:
+    """A kernel update left a pending reboot on the third host: deploy.yml names it and leaves it alone; with
+    sglang_service_reboot_pending it reboots that host in its batch, drained, under load."""
+    name, kernel = "sglang-rolling-3", "linux-image-6.1.0-41-amd64"
+    on(name).check_output(f"echo '*** System restart required ***' > /run/reboot-required && "
+                          f"echo {kernel} > /run/reboot-required.pkgs")
+    rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED)
+    assert rc == 0 and f"{name} (reboot pending ({kernel}): left for playbooks/reboot.yml)" in out, out[-4000:]
+    assert all(recap(out, worker)["changed"] == 0 for worker in WORKERS), out[-4000:]
+    boots = {worker: boot_id(worker) for worker in WORKERS}
+    since = time.time()
+    load = Load(tmp_path)
+    rc, out, seconds = run_playbook("deploy.yml", *AS_DEPLOYED, "-e", "sglang_service_reboot_pending=true")
+    summary = load.finish()
+    rows = timeline(load, since)
+    print_timeline(rows, since)
+    print(f"MEASURED pending kernel reboot of one server through deploy.yml under load: {seconds:.1f} s wall")
+    assert rc == 0, out[-4000:]
+    assert f"batch 1: {name} (reboot pending ({kernel}); REBOOTS)" in out, out[-4000:]
+    assert boot_id(name) != boots[name] and not on(name).file("/run/reboot-required").exists
+    assert [boot_id(worker) for worker in WORKERS[:2]] == [boots[worker] for worker in WORKERS[:2]]
+    assert_one_at_a_time(rows, [name])
+    assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
+
+
+# --- the router restarted in the middle of a roll ---------------------------------------------------
+
+def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_goes_on(
+        host: Any, tmp_path: Path) -> None:
+    """The router restarts once the second server has left it (molecule/rolling/hooks/router_restart_drill.yml).
+    The roll waits for the router, the router's launcher registers the servers the roll left in (not the
+    second, out for its restart), the roll puts the second back and goes on to the third. Requests fail only
+    while the router process is down: each failure is a refused or dropped connection, none an error status."""
+    since = time.time()
+    load = Load(tmp_path, **ROLL_LOAD)
+    rc, out, seconds = deploy("-e", "hicache_ratio=2.5", "-e", "drill_router_restart_host=sglang-rolling-2")
+    summary = load.finish()
+    rows = timeline(load, since)
+    print_timeline(rows, since)
+    journal = journal_of("sglang-rolling-router", "sglang-router", since)
+    restarted = [t for t, message in journal if message.startswith("Started sglang-router")]
+    print(f"MEASURED router restart drill: roll of 3 servers {seconds:.1f} s; the router restarted at "
+          f"+{restarted[0] - since:.1f} s" if restarted else "MEASURED router restart drill: no restart seen")
+    failed = load.failures
+    print(f"MEASURED requests failed while the router was down: {summary['failed']} of {summary['sent']} "
+          f"({failed or 'none'})")
+    assert rc == 0, out[-4000:]
+    assert len(restarted) == 1, journal
+    # The launcher registered, after the restart, only the servers the roll had left in the router.
+    registered = [message for t, message in journal if t >= restarted[0] and "registered http" in message]
+    registered_at = [t for t, message in journal if t >= restarted[0] and "registered http" in message]
+    assert registered and not [m for m in registered if "sglang-rolling-2" in m], registered
+    for name in WORKERS:
+        assert "--hicache-ratio 2.5" in on(name).file(UNIT_PATH).content_string
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+    workers_file = on("sglang-rolling-router").file("/etc/sglang-router/workers.json").content_string
+    assert workers_file.count("http://sglang-rolling-") == 3, "the launcher's file lacks a server at the end"
+    # Failures: none caused by the roll. Every failed request failed while the router restarted: from its
+    # stop until its launcher had registered the servers again (a refused or dropped connection, or the
+    # restarted router's answer before it had any server).
+    if summary["failed"]:
+        stopping = [t for t, message in journal if message.startswith("Stopping sglang-router")]
+        assert stopping and stopping[0] - 1 <= failed["first"] and failed["last"] <= registered_at[-1] + 1, (
+            failed, stopping, registered_at)
+        assert failed.get("other", 0) == 0, failed
+    # The roll itself went on one server at a time: each restarted, ready and back in the router before the
+    # next restarted. (The router's list, as the load generator polled it, is read around the restart: the
+    # second server's removal, which set the restart off, shows together with the router's empty list.)
+    assert summary["sent"] < ROLL_LOAD["max_requests"], summary
+    steps = [(name, what) for _t, name, what in rows
+             if what in ("systemd: started (restart)", "server: fired up (ready)", "router: added")
+             and not (what == "router: added" and restarted[0] <= _t <= registered_at[-1] + 3)]
+    assert steps == [(name, what) for name in WORKERS for what in (
+        "systemd: started (restart)", "server: fired up (ready)", "router: added")], steps

@@ -3,14 +3,17 @@ router's workers made just before the stop is still in its events (it polls once
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
 import sys
 import threading
+import urllib.error
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
+import loadgen  # molecule/resources, on pytest's pythonpath
 from helpers import ROOT
 
 LOADGEN = ROOT / "molecule/resources/loadgen.py"
@@ -59,3 +62,17 @@ def test_the_last_change_before_the_stop_is_recorded(tmp_path: Path) -> None:
     recorded = [json.loads(line) for line in events.read_text().splitlines()]
     assert [(e["url"], e["event"]) for e in recorded] == [("http://b:30000", "removed")], out
     assert "LOAD SUMMARY" in out and " failed=0 " in out, out
+
+
+def test_failures_are_told_apart_by_whether_the_router_answered() -> None:
+    refused = urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+    dropped = http.client.RemoteDisconnected("Remote end closed connection without response")
+    status = urllib.error.HTTPError("http://r/generate", 503, "Service Unavailable", {}, None)  # type: ignore[arg-type]
+    assert [loadgen.failure_kind(exc) for exc in (refused, dropped, status, ValueError("not JSON"))] == [
+        "connection", "connection", "http", "other"]
+    tally = loadgen.Tally()
+    tally.record(None)
+    tally.record("refused", "connection")
+    tally.record("503", "http")
+    assert (tally.sent, tally.ok, tally.failed) == (3, 1, 2)
+    assert tally.failures_line().startswith("LOAD FAILURES connection=1 http=1 other=0 first=")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -188,3 +189,76 @@ def test_stamp_state(stamp: object, enabled: bool, converged: bool, why: str) ->
     state = ops.stamp_state(stamp, "d", enabled)
     assert state["converged"] is converged and state["digest"] == "d" and why in state["why"]
     assert bool(state["why"]) is not converged
+
+
+# nvidia_driver's plan of a host serving 580.95.05 (roles/nvidia_driver/tasks/preflight_host.yml).
+DRIVER = {"pin": "580.105.08", "packages": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
+          "installed": {"nvidia-driver-cuda": "580.95.05-1", "nvidia-kernel-open-dkms": "580.95.05-1"},
+          "running": "580.95.05", "reboot_policy": "auto"}
+AT_PIN = dict(DRIVER, installed={"nvidia-driver-cuda": "580.105.08-1", "nvidia-kernel-open-dkms": "580.105.08-1"},
+              running="580.105.08")
+
+
+def plan(*args: Any) -> dict[str, Any]:
+    result = ops.restart_plan(*args)
+    assert result.pop("files") == list(args[0] or [])
+    return result
+
+
+def test_a_serving_host_takes_its_driver_change_in_its_batch_and_reboots() -> None:
+    assert plan([], "active", DRIVER) == {
+        "restart": True, "driver": True, "reboot": True, "why": ["driver 580.95.05 -> 580.105.08", "REBOOTS"]}
+    # Installed at the pin but an older module still runs (an earlier run could not reboot): a reboot only.
+    assert plan([], "active", dict(AT_PIN, running="580.95.05")) == {
+        "restart": True, "driver": True, "reboot": True, "why": ["driver 580.105.08 installed, 580.95.05 running",
+                                                                 "REBOOTS"]}
+    # No driver runs at all (its module failed to load at the last boot): a reboot too.
+    assert plan([], "active", dict(AT_PIN, running=None))["why"] == ["driver 580.105.08 installed, none running",
+                                                                     "REBOOTS"]
+    # A package left behind at another version is a change too.
+    mixed = dict(AT_PIN, installed={"nvidia-driver-cuda": "580.105.08-1", "nvidia-kernel-open-dkms": "580.95.05-1"})
+    assert plan([], "active", mixed)["why"][0] == "driver 580.105.08/580.95.05 -> 580.105.08"
+
+
+def test_a_driver_change_is_made_in_place_when_nothing_serves_or_the_policy_never_reboots() -> None:
+    assert plan([], "inactive", DRIVER) == {
+        "restart": True, "driver": False, "reboot": False,
+        "why": ["inactive: will be started", "driver 580.95.05 -> 580.105.08, in place (not serving)"]}
+    assert plan([], "active", dict(DRIVER, reboot_policy="never")) == {
+        "restart": False, "driver": False, "reboot": False,
+        "why": ["driver 580.95.05 -> 580.105.08, in place (nvidia_driver_reboot_policy never)"]}
+    container = dict(DRIVER, container=True)
+    assert plan([], "active", container)["why"] == [
+        "driver 580.95.05 -> 580.105.08, in place (a container that cannot reboot)"]
+    assert plan([], "active", container, None, False, True)["reboot"] is True  # sglang_service_reboot_command
+    # No driver installed yet (a first install), or no plan (the driver phase left out by --tags): nothing.
+    assert plan([], "active", dict(DRIVER, installed={})) == {
+        "restart": False, "driver": False, "reboot": False, "why": []}
+    assert plan([], "active", None) == plan([], "active", {})
+
+
+def test_new_files_restart_and_a_pending_reboot_waits_unless_allowed() -> None:
+    files = ["/etc/systemd/system/sglang-kimi.service", "/etc/sglang/kimi.env"]
+    assert plan(files, "active", AT_PIN) == {
+        "restart": True, "driver": False, "reboot": False, "why": ["new sglang-kimi.service, kimi.env"]}
+    pending = {"required": True, "packages": ["linux-image-6.1.0-41-amd64"]}
+    assert plan([], "active", AT_PIN, pending) == {
+        "restart": False, "driver": False, "reboot": False,
+        "why": ["reboot pending (linux-image-6.1.0-41-amd64): left for playbooks/reboot.yml"]}
+    assert plan([], "active", AT_PIN, pending, True) == {
+        "restart": True, "driver": False, "reboot": True,
+        "why": ["reboot pending (linux-image-6.1.0-41-amd64)", "REBOOTS"]}
+    assert plan([], "failed", AT_PIN, {"required": True}, True) == {
+        "restart": True, "driver": False, "reboot": False,
+        "why": ["failed: will be started", "reboot pending (/run/reboot-required)"]}
+
+
+def test_the_plan_says_what_changes_on_each_host() -> None:
+    groups = dict(FLEET, sglang_rollout_restart=["w1", "w3"], sglang_rollout_keep=["a0", "a1", "w2", "w4"])
+    why = {"w1": ["driver 580.95.05 -> 580.105.08", "REBOOTS"], "w3": ["new sglang-kimi.service"], "w2": [],
+           "w4": ["reboot pending (/run/reboot-required): left for playbooks/reboot.yml"]}
+    assert ops.rollout_plan(groups, 1, False, "restart", why) == (
+        "ROLLOUT PLAN: 2 servers restart in 2 batches (sglang_rolling_serial 1), each drained, restarted and back "
+        "before the next: batch 1: w1 (driver 580.95.05 -> 580.105.08; REBOOTS); batch 2: w3 (new "
+        "sglang-kimi.service). Unchanged and serving, not drained: a0, a1, w2, w4 (reboot pending "
+        "(/run/reboot-required): left for playbooks/reboot.yml).")

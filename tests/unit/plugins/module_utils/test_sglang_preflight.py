@@ -66,6 +66,11 @@ def test_a_plan_that_cannot_be_made_is_an_error_only_when_required() -> None:
     assert offline["ok"] and offline["plan"] is None
     required = preflight.run(resolved(), {"gpu_count": 8}, plan_mode="required")
     assert any("sglang_model_config_file" in e for e in required["errors"])
+    # A host whose driver does not run: the refusal says why its GPUs could not be read.
+    unread = {"notes": ["nvidia-smi did not answer (NVIDIA-SMI has failed)"]}
+    required = preflight.run(resolved(), {"gpu_count": 8}, unread, plan_mode="required")
+    assert next(e for e in required["errors"] if e.startswith("capacity plan: no value for")).endswith(
+        "(the host: nvidia-smi did not answer (NVIDIA-SMI has failed))")
 
 
 def test_errors_read_on_the_host_are_kept() -> None:

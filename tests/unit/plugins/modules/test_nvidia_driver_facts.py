@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,52 @@ def test_fixture_keys_are_public_only() -> None:
     for key in (RSA_KEY, ED25519_KEY):
         tags = {packet[0] for packet in facts.packets(facts.dearmor(key.encode()))}
         assert "PRIVATE" not in key and 6 in tags and not tags & {5, 7}  # no secret (sub)key packets
+
+
+def test_installed_driver_packages_from_dpkg_query(path_commands: Commands, run_module: Any, tmp_path: Path) -> None:
+    # dpkg-query -W lists what it knows (a removed package keeps its "rc" row) and exits 1 for a name it does not.
+    path_commands.add("dpkg-query", rc=1, stderr="dpkg-query: no packages found matching libcuda1\n",
+                      stdout="nvidia-driver-cuda\t580.95.05-1\thi \nnvidia-kernel-open-dkms\t580.95.05-1\tii \n"
+                             "nvidia-persistenced\t580.95.05-1\trc \n")
+    result = run_module(facts.main, {"query_gpus": False, "sysfs": str(tmp_path),
+                                     "packages": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms",
+                                                  "nvidia-persistenced", "libcuda1"]})
+    assert result["packages"] == {"nvidia-driver-cuda": "580.95.05-1", "nvidia-kernel-open-dkms": "580.95.05-1"}
+    assert path_commands.calls("dpkg-query")[0][:3] == ["-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]
+    assert run_module(facts.main, {"query_gpus": False, "sysfs": str(tmp_path)})["packages"] == {}
+    assert len(path_commands.calls("dpkg-query")) == 1  # no names, no call
+
+
+def test_the_sandbox_nvidia_smi_reports_the_driver_its_last_boot_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commands: Commands) -> None:
+    """molecule/resources/nvidia-smi: the driver changes only at a boot (nvidia-module-load writes it)."""
+    module = tmp_path / "nvidia-module"
+    monkeypatch.setenv("FAKE_NVIDIA_MODULE", str(module))
+    smi = fake_smi(tmp_path, monkeypatch, None)
+    assert facts.nvidia_smi(commands.module, smi)["driver_version"] == "580.95.05"  # no boot has loaded one
+    module.write_text("580.105.08\n")
+    assert facts.nvidia_smi(commands.module, smi)["driver_version"] == "580.105.08"
+    module.write_text("failed\n")  # the drill's module that does not load
+    failed = facts.nvidia_smi(commands.module, smi)
+    assert not failed["ok"] and failed["rc"] == 9 and "couldn't communicate with the NVIDIA driver" in failed["error"]
+    # The JSON file, when it sets the driver, wins (the install scenario's drills set it).
+    explicit = fake_smi(tmp_path, monkeypatch, {"driver_version": "580.105.08", "driver_loaded": True})
+    assert facts.nvidia_smi(commands.module, explicit)["ok"]
+
+
+def test_the_sandbox_module_load_reads_the_installed_package(tmp_path: Path, path_commands: Commands) -> None:
+    script = ROOT / "molecule/resources/nvidia-smi/nvidia-module-load"
+    text = script.read_text().replace("/run/sglang-sim", str(tmp_path / "run")).replace(
+        "/etc/sglang-sim", str(tmp_path / "etc"))
+    (tmp_path / "load").write_text(text)
+    loaded = tmp_path / "run/nvidia-module"
+    for answer, expected in (("", None), ("rc  580.95.05-1", None), ("ii  580.105.08-1", "580.105.08\n"),
+                             ("hi  580.95.05-1", "580.95.05\n")):
+        loaded.unlink(missing_ok=True)
+        path_commands.add("dpkg-query", stdout=answer, rc=0 if answer else 1)
+        subprocess.run(["sh", str(tmp_path / "load")], check=True, capture_output=True)
+        assert (loaded.read_text() if loaded.exists() else None) == expected, answer
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/drill-module-fails-to-load").touch()
+    subprocess.run(["sh", str(tmp_path / "load")], check=True, capture_output=True)
+    assert loaded.read_text() == "failed\n"

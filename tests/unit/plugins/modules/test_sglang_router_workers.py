@@ -130,15 +130,6 @@ def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:
         def workers(self) -> dict[str, dict[str, Any]]:
             return {A: {"url": A, "id": "1", "is_healthy": False}}
 
-    class Clock:
-        now = 0.0
-
-        def time(self) -> float:
-            return self.now
-
-        def sleep(self, seconds: float) -> None:
-            self.now += seconds
-
     with pytest.raises(mod.RouterError, match=r"did not settle within 3 s .*not yet healthy: \['http://a:30000'\]"):
         mod.run(Sick(), [A], "present", True, 3, check=False, clock=Clock())  # type: ignore[arg-type]
 
@@ -165,3 +156,111 @@ def test_check_mode_still_fails_on_a_router_that_refuses_the_key(router: FakeRou
             raise mod.RouterError("GET /workers: HTTP 401 unauthorized")
     with pytest.raises(mod.RouterError, match="401"):
         mod.run(Refusing(client(router).base, None), [A], "present", True, 5, check=True)
+
+
+class Clock:
+    """A clock that moves only when the module sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Restarting:
+    """A router that does not answer for its first `down` calls (its process restarts), then lists the workers
+    its launcher registered, under new ids."""
+
+    base = "http://router"
+
+    def __init__(self, down: int, registered: list[str]) -> None:
+        self.down, self.calls = down, []
+        self.listing = {url: {"url": url, "id": f"new-{url}", "is_healthy": True} for url in registered}
+
+    def _maybe_down(self, call: str) -> None:
+        self.calls.append(call)
+        if self.down > 0:
+            self.down -= 1
+            raise mod.RouterDown(f"{call}: [Errno 111] Connection refused")
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        self._maybe_down("GET /workers")
+        return {url: dict(worker) for url, worker in self.listing.items()}
+
+    def add(self, url: str, worker_key: str | None = None) -> None:
+        self._maybe_down(f"POST {url}")
+        self.listing[url] = {"url": url, "id": f"new-{url}", "is_healthy": True}
+
+    def remove(self, worker_id: str) -> None:
+        self._maybe_down(f"DELETE {worker_id}")
+        self.listing = {u: w for u, w in self.listing.items() if w["id"] != worker_id}
+
+
+def test_a_restarting_router_is_waited_for_and_each_write_made_against_its_new_list() -> None:
+    router = Restarting(down=3, registered=[A, B])
+    result = mod.run(router, [B], "absent", True, 30, check=False, clock=Clock())  # type: ignore[arg-type]
+    assert result["removed"] == [B] and sorted(router.listing) == [A]
+    assert router.calls[:3] == ["GET /workers"] * 3 and f"DELETE new-{B}" in router.calls
+    assert result["router_down_s"] == 3
+    # Down again between the listing and the write: the write waits, and finds the worker the launcher added.
+    router = Restarting(down=0, registered=[A])
+    original = router.workers
+
+    def listing_then_restart() -> dict[str, dict[str, Any]]:
+        answer = original()
+        if len(router.calls) == 1:
+            router.down, router.listing[B] = 2, {"url": B, "id": f"new-{B}", "is_healthy": True}
+        return answer
+
+    router.workers = listing_then_restart  # type: ignore[method-assign]
+    result = mod.run(router, [B], "present", True, 30, check=False, clock=Clock())  # type: ignore[arg-type]
+    assert result["added"] == [B] and not [call for call in router.calls if call.startswith("POST")]
+
+
+def test_a_router_that_never_comes_back_fails_after_the_timeout() -> None:
+    with pytest.raises(mod.RouterDown, match=r"router http://router did not answer within 5 s \(GET /workers"):
+        mod.run(Restarting(down=100, registered=[]), [A], "present", True, 5, check=False,  # type: ignore[arg-type]
+                clock=Clock())
+
+
+def role_file(workers: dict[str, str]) -> str:
+    """workers.json as role sglang_router writes it (tasks/run.yml: to_nice_json, then a newline)."""
+    from ansible.plugins.filter.core import to_nice_json
+    return to_nice_json({"workers": workers}) + "\n"
+
+
+@pytest.mark.parametrize(("state", "wanted", "expected"), [
+    ("absent", [B + "/"], {A: "key-a"}),
+    ("present", [C], {A: "key-a", B: "key-b", C: "key-c"}),
+    ("present", [B], {A: "key-a", B: "key-b"}),  # already there: its key stays
+    ("exact", [A, C], {A: "key-a", C: "key-c"}),
+])
+def test_the_launchers_worker_file_follows_the_change_in_the_roles_format(
+        tmp_path: Any, state: str, wanted: list[str], expected: dict[str, str]) -> None:
+    path = tmp_path / "workers.json"
+    path.write_text(role_file({A: "key-a", B: "key-b"}))
+    path.chmod(0o640)
+
+    class Module:
+        check_mode = False
+
+        @staticmethod
+        def atomic_move(src: str, dest: str) -> None:
+            import os
+            import shutil
+            mode = os.stat(dest).st_mode
+            shutil.move(src, dest)
+            os.chmod(dest, mode)
+
+    keys = {C: "key-c"}
+    changed = mod.follow_file(Module(), str(path), wanted, state, keys)  # type: ignore[arg-type]
+    assert changed is (expected != {A: "key-a", B: "key-b"})
+    assert path.read_text() == role_file(expected)
+    assert path.stat().st_mode & 0o777 == 0o640
+    Module.check_mode = True
+    assert mod.follow_file(Module(), str(path), [A], "absent", {}) is True  # type: ignore[arg-type]
+    assert path.read_text() == role_file(expected)  # check mode: told, not written

@@ -59,3 +59,17 @@ def test_drifted_files_compares_renderings_with_the_host() -> None:
     assert ops.drifted_files([], [], {}) == []
     with pytest.raises(ops.AnsibleFilterError, match="2 files but 1 renderings"):
         ops.drifted_files(files[:2], ["x"], checksums)
+
+
+def test_a_pending_reboot_and_the_packages_that_asked_for_it(tmp_path: Path, host: Commands,
+                                                             run_module: Runner) -> None:
+    flag = tmp_path / "reboot-required"
+    args = {"unit": "sglang-kimi.service", "reboot_required_file": str(flag)}
+    assert run_module(sglang_service_state.main, args)["reboot"] == {"required": False, "packages": []}
+    # Debian's kernel postinst hook (/etc/kernel/postinst.d/unattended-upgrades, update-notifier-common on
+    # Ubuntu) writes both files; a package may be listed twice.
+    flag.write_text("*** System restart required ***\n")
+    (tmp_path / "reboot-required.pkgs").write_text(
+        "linux-image-6.1.0-41-amd64\nlinux-base\nlinux-image-6.1.0-41-amd64\n")
+    assert run_module(sglang_service_state.main, args)["reboot"] == {
+        "required": True, "packages": ["linux-base", "linux-image-6.1.0-41-amd64"]}
