@@ -1,17 +1,22 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Show SGLang load progress while Ansible polls a readiness wait."""
+"""Show SGLang load progress while Ansible polls a readiness wait; say where a rollout stopped on a host that
+became unreachable."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: sglang_progress
 type: aggregate
-short_description: Print SGLang load progress during readiness waits
+short_description: Print SGLang load progress during readiness waits, and where a rollout stopped
 description:
   - While a task polls the M(sglang.deploy.sglang_ready) module in an C(until) loop, prints one line per host
     whenever the load phase or shard percentage changes, and at least every O(heartbeat) seconds,
     so a 15-minute model load is never a silent wait. Other tasks are left to the stdout callback.
+  - "In a rolling play (one whose variables set C(sglang_rollout_play), as C(deploy.yml)'s and
+    C(playbooks/reboot.yml)'s do), a host that becomes unreachable stops the rollout without the play's own
+    rescue (Ansible runs no rescue for an unreachable host); at the end of the run this callback says where
+    it stopped, whether the host had left the routers, and what to do."
 requirements:
   - enabled in ansible.cfg (callbacks_enabled = sglang.deploy.sglang_progress)
 options:
@@ -43,6 +48,41 @@ class CallbackModule(CallbackBase):
     def __init__(self) -> None:
         super().__init__()
         self._last: dict[str, tuple[str, float]] = {}
+        self._rollout = ""  # the running play's sglang_rollout_play, empty outside a rolling play
+        self._out: set[str] = set()  # hosts this rolling play took out of the routers and has not put back
+        self._stopped: list[str] = []
+
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        self._rollout = str(play.get_vars().get("sglang_rollout_play") or "")
+        self._out = set()
+
+    def v2_runner_on_ok(self, result: Any) -> None:
+        if not self._rollout or not str(result._task.action).endswith("sglang_router_workers"):
+            return
+        # routers.yml loops over the routers: the states are in its items' invocations.
+        answers = [result._result, *(result._result.get("results") or [])]
+        states = {(answer.get("invocation") or {}).get("module_args", {}).get("state")
+                  for answer in answers if isinstance(answer, dict)}
+        host = result._host.get_name()
+        if "absent" in states:
+            self._out.add(host)
+        elif "present" in states:
+            self._out.discard(host)
+
+    def v2_runner_on_unreachable(self, result: Any) -> None:
+        if not self._rollout:
+            return
+        host = result._host.get_name()
+        routers = ("It had left the routers and stays out of them: a rerun puts it back once it serves again."
+                   if host in self._out else "It had not left the routers.")
+        self._stopped.append(
+            f"{self._rollout.upper()} STOPPED at {host}: it became unreachable during its turn "
+            f"({result._task.get_name()}: {str(result._result.get('msg', '')).strip()[:300]}). {routers} Hosts "
+            f"after it were not touched. Once it answers again, run the playbook again.")
+
+    def v2_playbook_on_stats(self, stats: Any) -> None:
+        for line in self._stopped:
+            self._display.display(line, color="red", stderr=False)
 
     def v2_runner_retry(self, result: Any) -> None:
         status = result._result.get("sglang_progress")

@@ -500,3 +500,44 @@ def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_g
              and not (what == "router: added" and restarted[0] <= _t <= registered_at[-1] + 3)]
     assert steps == [(name, what) for name in WORKERS for what in (
         "systemd: started (restart)", "server: fired up (ready)", "router: added")], steps
+
+
+# --- a host unreachable in the middle of its turn ------------------------------------------------------
+
+def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_router(
+        host: Any, tmp_path: Path) -> None:
+    """The second server's container is paused once it has left the router (molecule/rolling/hooks/
+    pause_drill.yml): Ansible cannot reach it, the rollout stops there and says so, the third server is not
+    touched, and the second stays out of the router. Once it answers again, a rerun rolls it and the third
+    and puts it back. No request fails."""
+    second, stop = "sglang-rolling-2", tmp_path / "stop-pause-drill"
+    third = invocation("sglang-rolling-3")
+    since = time.time()
+    load = Load(tmp_path, **ROLL_LOAD)
+    try:
+        rc, out, seconds = deploy("-e", "hicache_ratio=3.5", "-e", f"drill_pause_host={second}",
+                                  "-e", f"drill_pause_stop={stop}")
+    finally:
+        stop.touch()  # the drill's waiter gives up if it has not paused the host
+        paused = subprocess.run(["docker", "inspect", "-f", "{{.State.Paused}}", second], capture_output=True,
+                                text=True, check=True).stdout.strip() == "true"
+        subprocess.run(["docker", "unpause", second], capture_output=True, check=False)
+    print(f"MEASURED pause drill: the rollout stopped after {seconds:.1f} s")
+    assert paused, "the drill did not pause the host"
+    assert rc != 0
+    stopped = re.search(rf"ROLLOUT STOPPED at {second}: it became unreachable during its turn .*", out)
+    assert stopped and "It had left the routers and stays out of them" in stopped.group(0), out[-4000:]
+    print(f"STOPPED {stopped.group(0)}")
+    assert "--hicache-ratio 3.5" in on("sglang-rolling-1").file(UNIT_PATH).content_string
+    assert invocation("sglang-rolling-3") == third, "the third server was restarted"
+    assert [url for url, _healthy in listed(host)] == ["http://sglang-rolling-1:30000",
+                                                       "http://sglang-rolling-3:30000"]
+
+    # It answers again: the rerun rolls it and the third, and puts it back.
+    rc, out, more = deploy("-e", "hicache_ratio=3.5")
+    summary = load.finish()
+    print_timeline(timeline(load, since), since)
+    print(f"MEASURED rerun after the pause drill: {more:.1f} s")
+    assert rc == 0, out[-4000:]
+    assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
+    assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
