@@ -506,19 +506,17 @@ def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_g
 
 def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_router(
         host: Any, tmp_path: Path) -> None:
-    """The second server's container is paused once it has left the router (molecule/rolling/hooks/
-    pause_drill.yml): Ansible cannot reach it, the rollout stops there and says so, the third server is not
-    touched, and the second stays out of the router. Once it answers again, a rerun rolls it and the third
+    """The second server's container is paused once it has left the router and drained (molecule/rolling/
+    hooks/pause_drill.yml): Ansible cannot reach it, the rollout stops there and says so, the third server is
+    not touched, and the second stays out of the router. Once it answers again, a rerun rolls it and the third
     and puts it back. No request fails."""
-    second, stop = "sglang-rolling-2", tmp_path / "stop-pause-drill"
+    second = "sglang-rolling-2"
     third = invocation("sglang-rolling-3")
     since = time.time()
     load = Load(tmp_path, **ROLL_LOAD)
     try:
-        rc, out, seconds = deploy("-e", "hicache_ratio=3.5", "-e", f"drill_pause_host={second}",
-                                  "-e", f"drill_pause_stop={stop}")
+        rc, out, seconds = deploy("-e", "hicache_ratio=3.5", "-e", f"drill_pause_host={second}")
     finally:
-        stop.touch()  # the drill's waiter gives up if it has not paused the host
         paused = subprocess.run(["docker", "inspect", "-f", "{{.State.Paused}}", second], capture_output=True,
                                 text=True, check=True).stdout.strip() == "true"
         subprocess.run(["docker", "unpause", second], capture_output=True, check=False)
