@@ -60,3 +60,19 @@ BASE: dict[str, Any] = {
     "sglang_extra_args": {}, "sglang_env": {},
     "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
 }
+
+
+class FakeClock:
+    """A clock that moves only when the code under test sleeps: waits and timeouts without real time."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds

@@ -214,6 +214,11 @@ def norm(url: str) -> str:
     return str(url).rstrip("/")
 
 
+def worker_keys_of(keys: dict[str, Any] | None) -> dict[str, str]:
+    """The non-empty worker keys, by normalized URL."""
+    return {norm(url): str(key) for url, key in (keys or {}).items() if key}
+
+
 def plan(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -> tuple[list[str], list[str]]:
     """(to add, to remove) for the requested state."""
     if state == "absent":
@@ -269,7 +274,7 @@ def change(router: Router, url: str, add: bool, key: str | None) -> None:
 def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int, check: bool,
         clock: Any = time, worker_keys: dict[str, str] | None = None) -> dict[str, Any]:
     wanted = [norm(url) for url in wanted]
-    keys = {norm(url): str(key) for url, key in (worker_keys or {}).items() if key}
+    keys = worker_keys_of(worker_keys)
     waiter = Waiter(router, timeout, clock)
     try:
         current = router.workers() if check else waiter.answer(router.workers)
@@ -344,10 +349,10 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    keys = {norm(url): str(key) for url, key in p["worker_api_keys"].items() if key}
     try:
         # The file first: a router that restarts in between registers what the rollout wants.
-        moved = follow_file(module, p["workers_file"], p["workers"], p["state"], keys) if p["workers_file"] else False
+        moved = (follow_file(module, p["workers_file"], p["workers"], p["state"], worker_keys_of(p["worker_api_keys"]))
+                 if p["workers_file"] else False)
         result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
                      module.check_mode, worker_keys=p["worker_api_keys"])
     except RouterError as exc:

@@ -9,7 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helpers import ROOT, load_script
+from helpers import ROOT, FakeClock, load_script
 
 LAUNCHER = ROOT / "roles/sglang_router/files/sglang_router_launch.py"
 
@@ -69,17 +69,6 @@ def test_the_launcher_reaches_the_router_where_it_binds(launch: ModuleType, host
     assert launch.local_url(host, 30080) == url
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def test_registration_waits_for_the_router_then_adds_each_server_with_its_key(launch: ModuleType) -> None:
     calls: list[tuple[str, Any, Any]] = []
     answers = iter([urllib.error.URLError("refused"), 503, 200])
@@ -97,7 +86,7 @@ def test_registration_waits_for_the_router_then_adds_each_server_with_its_key(la
 
     lines: list[str] = []
     added = launch.register("http://127.0.0.1:30080", "ROUTER-KEY-7", [("http://a:1", "KEY-A-9"), ("http://b:1", None)],
-                            clock=Clock(), call=call, log=lines.append)
+                            clock=FakeClock(), call=call, log=lines.append)
     assert added == ["http://a:1"]
     assert [c for c in calls if c[0].endswith("/workers")] == [
         ("http://127.0.0.1:30080/workers", "ROUTER-KEY-7", {"url": "http://a:1", "api_key": "KEY-A-9"}),
@@ -113,7 +102,7 @@ def test_registration_gives_up_after_its_budget_and_says_so(launch: ModuleType) 
         raise urllib.error.URLError("refused")
 
     lines: list[str] = []
-    assert launch.register("http://r:1", None, [("http://a:1", None)], clock=Clock(), call=call,
+    assert launch.register("http://r:1", None, [("http://a:1", None)], clock=FakeClock(), call=call,
                            log=lines.append) == []
     assert lines == ["sglang_router_launch: the router at http://r:1 did not answer within 300 s; no worker "
                      "registered (the deploy registers them)"]

@@ -12,19 +12,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
-from helpers import ROOT
+from helpers import ROOT, FakeClock
 from host_commands import Commands
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+START = 1_000.0  # the fake clock's time when a test begins
 
 
 class FakeHost:
@@ -77,7 +68,7 @@ def test_waits_through_the_old_process_and_accepts_only_the_new_invocation() -> 
     fake = FakeHost([active("old"), {"ActiveState": "deactivating", "SubState": "stop-sigterm",
                                      "InvocationID": "old"}, active("new"), active("new"), active("new")],
                     journal=LOAD, health_from=4)
-    result = sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+    result = sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
     assert result["ready"] and result["invocation_id"] == "new" and result["main_pid"] == 42
     assert result["phase"] == "fired up"
     assert result["progress"] == {"percent": 45, "done": 29, "total": 64}
@@ -88,7 +79,7 @@ def test_waits_through_the_old_process_and_accepts_only_the_new_invocation() -> 
 def test_health_of_the_old_invocation_never_counts() -> None:
     fake = FakeHost([active("old")], health_from=0)
     with pytest.raises(sglang_ready.WaitFailed, match="was not ready within 60 s"):
-        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
 
 
 def test_crash_during_load_fails_at_the_next_poll() -> None:
@@ -97,7 +88,7 @@ def test_crash_during_load_fails_at_the_next_poll() -> None:
     fake = FakeHost([active("new"), active("new"),
                      {"ActiveState": "activating", "SubState": "auto-restart", "InvocationID": "new",
                       "NRestarts": "1", "ExecMainCode": "1", "ExecMainStatus": "1"}], journal=crash)
-    clock = FakeClock()
+    clock = FakeClock(START)
     with pytest.raises(sglang_ready.WaitFailed) as failure:
         sglang_ready.Waiter(dict(PARAMS), fake, clock).run()
     message = str(failure.value)
@@ -115,7 +106,7 @@ def test_a_waiter_that_first_sees_the_new_invocation_already_crashed_says_so() -
                       "NRestarts": "1", "ExecMainCode": "1", "ExecMainStatus": "1"}, active("newer", restarts="1")],
                     journal=crash)
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
     assert "crashed during start (exit status 1)" in str(failure.value)
     assert fake.polls == 1
 
@@ -123,19 +114,19 @@ def test_a_waiter_that_first_sees_the_new_invocation_already_crashed_says_so() -
 def test_a_replaced_invocation_is_a_failure() -> None:
     fake = FakeHost([active("new"), active("newer")])
     with pytest.raises(sglang_ready.WaitFailed, match="was restarted"):
-        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
 
 
 def test_a_failed_unit_is_reported_with_its_result() -> None:
     fake = FakeHost([active("new"), {"ActiveState": "failed", "SubState": "failed", "InvocationID": "new",
                                      "Result": "start-limit-hit", "ExecMainCode": "2", "ExecMainStatus": "9"}])
     with pytest.raises(sglang_ready.WaitFailed, match=r"failed \(exit killed by signal 9, result start-limit-hit\)"):
-        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
 
 
 def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
     fake = FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}])
-    clock = FakeClock()
+    clock = FakeClock(START)
     with pytest.raises(sglang_ready.WaitFailed, match="did not start"):
         sglang_ready.Waiter(dict(PARAMS), fake, clock).run()
     assert clock.now - 1_000.0 < PARAMS["start_grace"] + 2 * PARAMS["interval"] + 1
@@ -144,14 +135,14 @@ def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
 def test_hang_fails_at_the_budget_with_the_last_progress() -> None:
     fake = FakeHost([active("new")], journal=LOAD[:2])
     with pytest.raises(sglang_ready.WaitFailed) as failure:
-        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock()).run()
+        sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
     assert "was not ready within 60 s" in str(failure.value)
     assert "loading weights 45% (29/64 shards)" in str(failure.value)
 
 
 def test_no_restart_requested_follows_the_current_invocation() -> None:
     fake = FakeHost([active("current")], health_from=0)
-    result = sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=""), fake, FakeClock()).run()
+    result = sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=""), fake, FakeClock(START)).run()
     assert result["invocation_id"] == "current" and result["elapsed_s"] == 0
 
 
@@ -179,7 +170,7 @@ def test_progress_knows_the_log_lines_of_every_version(line: str, phase: str) ->
 def test_status_file_is_written_each_poll(tmp_path: Path) -> None:
     fake = FakeHost([active("new"), active("new")], journal=LOAD, health_from=2)
     status = tmp_path / "ready.json"
-    sglang_ready.Waiter(dict(PARAMS, status_file=str(status)), fake, FakeClock()).run()
+    sglang_ready.Waiter(dict(PARAMS, status_file=str(status)), fake, FakeClock(START)).run()
     data = json.loads(status.read_text())
     assert data["invocation_id"] == "new" and data["phase"] == "fired up"
 
@@ -235,7 +226,7 @@ def shards(start: float, every: float, count: int = 64) -> list[tuple[float, str
 
 
 def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     lines = [(1, "[t TP0] Init parallel begin."), (5, "[t TP0] Init parallel ends. elapsed=4.00 s"),
              (6, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(6, 10.0, 64)[:31]]  # hangs at 31/64
     fake = ScriptedJournal(lines, clock)
@@ -249,7 +240,7 @@ def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget() -> None
 
 
 def test_a_slow_load_that_keeps_moving_is_not_a_hang() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     # 64 shards at 250 s each (a slow disk: 4.4 hours in all) never go 300 s without progress.
     lines = [(1, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(1, 250.0, 64)]
     fake = ScriptedJournal(lines, clock)
@@ -260,7 +251,7 @@ def test_a_slow_load_that_keeps_moving_is_not_a_hang() -> None:
 
 
 def test_a_hung_distributed_init_fails_at_its_bound() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     fake = ScriptedJournal([(2, "[t TP0] Init torch distributed begin.")], clock)
     with pytest.raises(sglang_ready.WaitFailed, match=r"while initialising torch.distributed \(stall bound "
                        r"sglang_service_stall_timeouts.distributed_init = 300 s\)"):
@@ -269,7 +260,7 @@ def test_a_hung_distributed_init_fails_at_its_bound() -> None:
 
 
 def test_silence_before_the_first_line_is_bounded_by_starting() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     fake = ScriptedJournal([], clock)
     with pytest.raises(sglang_ready.WaitFailed, match=r"while starting .*starting = 300 s\); last progress line: "
                        r"none since the start"):
@@ -277,7 +268,7 @@ def test_silence_before_the_first_line_is_bounded_by_starting() -> None:
 
 
 def test_other_nodes_without_shard_progress_are_bounded_by_the_budget_only() -> None:
-    clock = FakeClock()
+    clock = FakeClock(START)
     lines = [(1, "[t TP8] Load weight begin. avail mem=93.82 GB"), (900, "[t TP8] Load weight end. elapsed=899 s")]
     fake = ScriptedJournal(lines, clock)
     waiter = sglang_ready.Waiter(dict(PARAMS, timeout=1000, interval=5, stall_timeouts=BOUNDS, shard_progress=False),
@@ -433,7 +424,7 @@ def test_a_ready_start_returns_and_records_what_it_measured(tmp_path: Path) -> N
     (model / "model-00001-of-00001.safetensors").write_bytes(b"w" * 4096)
     identity = {"tp_size": 8, "version": "0.5.23", "model_path": str(model)}
     params = dict(PARAMS, observed_file=str(observed), identity=identity)
-    result = sglang_ready.Waiter(params, fake, FakeClock()).run()
+    result = sglang_ready.Waiter(params, fake, FakeClock(START)).run()
     startup = result["startup"]
     assert startup["kv_tokens"] == 154998 and startup["ranks"] == 2
     assert startup["pre_load_free_bytes"] == round(93.82 * (1 << 30))
@@ -454,14 +445,14 @@ def test_a_start_without_the_weight_lines_records_nothing(tmp_path: Path) -> Non
     fake = FakeHost([active("new")], journal=[("new", "[t] The server is fired up and ready to roll!")],
                     health_from=1)
     observed = tmp_path / "kimi.observed.json"
-    result = sglang_ready.Waiter(dict(PARAMS, observed_file=str(observed)), fake, FakeClock()).run()
+    result = sglang_ready.Waiter(dict(PARAMS, observed_file=str(observed)), fake, FakeClock(START)).run()
     assert result["startup"] is None and not observed.exists()
 
 
 def test_a_wait_that_starts_late_still_times_the_whole_load(tmp_path: Path) -> None:
     """On a busy controller the waiter may start after the load began: the load's clock starts at the
     invocation's first journal line, not at the wait."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     early = [{"cursor": str(i), "ts": 990.0 + i, "message": msg} for i, msg in enumerate((
         "[t TP0] Load weight begin. avail mem=93.82 GB",
         "[t TP0] Load weight end. elapsed=8.00 s, type=X, avail mem=20.24 GB, mem usage=73.58 GB.",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
+from helpers import FakeClock
 
 
 class FakeRouter(ThreadingHTTPServer):
@@ -131,7 +132,7 @@ def test_waiting_for_an_unhealthy_worker_times_out_with_the_listing() -> None:
             return {A: {"url": A, "id": "1", "is_healthy": False}}
 
     with pytest.raises(mod.RouterError, match=r"did not settle within 3 s .*not yet healthy: \['http://a:30000'\]"):
-        mod.run(Sick(), [A], "present", True, 3, check=False, clock=Clock())  # type: ignore[arg-type]
+        mod.run(Sick(), [A], "present", True, 3, check=False, clock=FakeClock())  # type: ignore[arg-type]
 
 
 def test_an_unreachable_router_is_a_clear_error() -> None:
@@ -156,19 +157,6 @@ def test_check_mode_still_fails_on_a_router_that_refuses_the_key(router: FakeRou
             raise mod.RouterError("GET /workers: HTTP 401 unauthorized")
     with pytest.raises(mod.RouterError, match="401"):
         mod.run(Refusing(client(router).base, None), [A], "present", True, 5, check=True)
-
-
-class Clock:
-    """A clock that moves only when the module sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Restarting:
@@ -202,7 +190,7 @@ class Restarting:
 
 def test_a_restarting_router_is_waited_for_and_each_write_made_against_its_new_list() -> None:
     router = Restarting(down=3, registered=[A, B])
-    result = mod.run(router, [B], "absent", True, 30, check=False, clock=Clock())  # type: ignore[arg-type]
+    result = mod.run(router, [B], "absent", True, 30, check=False, clock=FakeClock())  # type: ignore[arg-type]
     assert result["removed"] == [B] and sorted(router.listing) == [A]
     assert router.calls[:3] == ["GET /workers"] * 3 and f"DELETE new-{B}" in router.calls
     assert result["router_down_s"] == 3
@@ -217,14 +205,14 @@ def test_a_restarting_router_is_waited_for_and_each_write_made_against_its_new_l
         return answer
 
     router.workers = listing_then_restart  # type: ignore[method-assign]
-    result = mod.run(router, [B], "present", True, 30, check=False, clock=Clock())  # type: ignore[arg-type]
+    result = mod.run(router, [B], "present", True, 30, check=False, clock=FakeClock())  # type: ignore[arg-type]
     assert result["added"] == [B] and not [call for call in router.calls if call.startswith("POST")]
 
 
 def test_a_router_that_never_comes_back_fails_after_the_timeout() -> None:
     with pytest.raises(mod.RouterDown, match=r"router http://router did not answer within 5 s \(GET /workers"):
         mod.run(Restarting(down=100, registered=[]), [A], "present", True, 5, check=False,  # type: ignore[arg-type]
-                clock=Clock())
+                clock=FakeClock())
 
 
 def role_file(workers: dict[str, str]) -> str:
