@@ -11,6 +11,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.filter import ops
 from ansible_collections.sglang.deploy.plugins.filter.ops import rollout_batches as batches
+from hypothesis import given
+from hypothesis import strategies as st
 
 SINGLES = {"sglang_workers": ["w1", "w2", "w3"]}
 
@@ -262,3 +264,18 @@ def test_the_plan_says_what_changes_on_each_host() -> None:
         "before the next: batch 1: w1 (driver 580.95.05 -> 580.105.08; REBOOTS); batch 2: w3 (new "
         "sglang-kimi.service). Unchanged and serving, not drained: a0, a1, w2, w4 (reboot pending "
         "(/run/reboot-required): left for playbooks/reboot.yml).")
+
+
+@given(state=st.sampled_from(["active", "activating", "inactive", "failed", ""]),
+       installed=st.sampled_from(["580.95.05-1", "580.105.08-1", None]),
+       running=st.sampled_from([None, "580.95.05", "580.105.08"]),
+       policy=st.sampled_from(["auto", "always", "never"]),
+       container=st.booleans(), pending=st.booleans(), allowed=st.booleans(), reboots_container=st.booleans())
+def test_a_driver_change_in_the_batch_always_reboots_it(state: str, installed: str | None, running: str | None,
+                                                        policy: str, container: bool, pending: bool, allowed: bool,
+                                                        reboots_container: bool) -> None:
+    """roles/sglang_service/tasks/rolling.yml takes the maintenance path on `reboot` alone: `driver` implies it."""
+    driver = dict(DRIVER, installed=dict.fromkeys(DRIVER["packages"], installed) if installed else {},
+                  running=running, reboot_policy=policy, container=container)
+    result = ops.restart_plan([], state, driver, {"required": pending}, allowed, reboots_container)
+    assert not result["driver"] or (result["reboot"] and result["restart"])
