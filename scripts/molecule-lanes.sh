@@ -9,7 +9,8 @@
 #
 # Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
 # to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
-# non-zero when any scenario failed, and the summary names it and the tail of its log.
+# non-zero when any scenario failed, and the summary names it, the tail of its log and, last, its failed
+# tests with their assertion lines.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -62,6 +63,14 @@ if [[ $failed -ne 0 ]]; then
     echo
     echo "=== $name failed; the end of $logs/$name.log:"
     tail -n 60 "$logs/$name.log"
+  done
+  # Last, where a CI page that shows only the end of the output still has it: which tests failed, and how.
+  for status in "$logs"/*.status; do
+    read -r name rc _ < "$status"
+    [[ $rc -eq 0 ]] && continue
+    echo
+    echo "=== $name: the failed tests (pytest's failures, the first 40 lines):"
+    grep -E '^(FAILED|ERROR) |::test_.* (FAILED|ERROR)|^E  ' "$logs/$name.log" | cut -c1-300 | head -n 40
   done
   exit 1
 fi

@@ -11,7 +11,9 @@ while polling the router's /workers every 0.5 s. Ends by printing one line:
 and, when any failed, how: ``LOAD FAILURES connection=N http=N other=N first=T last=T`` - connection: the
 router did not answer or dropped the connection (its process was down); http: it answered with an error
 status (no server could take the request); other: an empty or malformed reply; first and last: the times
-(epoch seconds) of the first and last failure.
+(epoch seconds) of the first and last failure. When --max-requests ran out before the stop, the senders
+end there (the worker list is still watched until the stop) and a line says so:
+``LOAD BUDGET SPENT: ...``; a caller whose measurement needs load until its stop treats it as a failure.
 
 and writes each change of the router's worker list (removed / added / healthy) with a timestamp to
 --events as JSON lines. Only the given router URL is contacted. A router that requires a key gets it
@@ -76,11 +78,12 @@ def get_json(url: str, body: dict | None = None, timeout: float = 60) -> dict:
 
 
 def generate_forever(args: argparse.Namespace, tally: Tally, stop: threading.Event, number: int) -> None:
+    """Send requests until the stop, or until the request budget is spent: then this sender ends, and the
+    router's worker list is still watched until the stop (the caller's timeline must not end early)."""
     i = 0
     while not stop.is_set():
         with tally.lock:
             if tally.sent >= args.max_requests:
-                stop.set()
                 return
         i += 1
         prompt = f"load {number}-{i}: the capital of France is"
@@ -159,6 +162,8 @@ def main() -> int:
           f"min_healthy={state.get('min_healthy', 0)}/{args.expect}", flush=True)
     if tally.failed:
         print(tally.failures_line(), flush=True)
+    if tally.sent >= args.max_requests:
+        print(f"LOAD BUDGET SPENT: all {args.max_requests} requests were sent before the stop", flush=True)
     return 0
 
 

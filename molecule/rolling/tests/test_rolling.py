@@ -47,10 +47,15 @@ def router_ip() -> str:
          "sglang-rolling-router"], text=True).strip()
 
 
+# The load's bounds. A driver roll of three hosts takes about 3.5 minutes here at some 35 requests a second:
+# room for twice that, so that the load lasts until the test stops it (Load.finish checks that it did).
+MAX_REQUESTS, MAX_SECONDS = 20000, 600
+
+
 class Load:
     """The bounded load generator, run on the controller against the router's address on the test network."""
 
-    def __init__(self, tmp: Path, max_requests: int = 6000, max_seconds: int = 400) -> None:
+    def __init__(self, tmp: Path, max_requests: int = MAX_REQUESTS, max_seconds: int = MAX_SECONDS) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.stop_file, self.events = tmp / "stop", tmp / "events.jsonl"
         self.proc = subprocess.Popen(
@@ -69,6 +74,8 @@ class Load:
         print(out)
         match = re.search(r"^LOAD SUMMARY sent=(\d+) ok=(\d+) failed=(\d+) min_healthy=(\d+)/3$", out, re.M)
         assert match, out
+        # Spent before the stop, the load would have ended before the roll, and the timeline with it.
+        assert "LOAD BUDGET SPENT" not in out, "the load generator's request budget ran out before the roll ended"
         failures = re.search(r"^LOAD FAILURES (.*)$", out, re.M)
         self.failures = {key: float(value) for key, value in re.findall(r"(\w+)=([\d.]+)", failures.group(1))
                          } if failures else {}
@@ -286,8 +293,6 @@ def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_p
 # driver runs only once the container has booted again, as on a host.
 OLD_DRIVER, NEW_DRIVER = "580.95.05", "580.105.08"
 MODULE_DRILL = "/etc/sglang-sim/drill-module-fails-to-load"
-# A driver roll of three hosts takes about 3 minutes here, some 30 requests a second: room for twice that.
-ROLL_LOAD = {"max_requests": 20000, "max_seconds": 600}
 # The setting the earlier tests left the fleet running (deploy.yml alone would roll back to the inventory's).
 AS_DEPLOYED = ("-e", "hicache_ratio=3.0")
 
@@ -341,7 +346,7 @@ def test_a_driver_bump_rolls_host_by_host_through_the_drain_path_under_load(host
     boots = {name: boot_id(name) for name in WORKERS}
     assert {name: drivers(name) for name in WORKERS} == dict.fromkeys(WORKERS, (OLD_DRIVER, OLD_DRIVER))
     since = time.time()
-    load = Load(tmp_path, **ROLL_LOAD)
+    load = Load(tmp_path)
     rc, out, seconds = run_playbook("deploy.yml", *AS_DEPLOYED, "-e", f"nvidia_driver_version={NEW_DRIVER}")
     summary = load.finish()
     rows = maintenance_timeline(load, since)
@@ -357,7 +362,7 @@ def test_a_driver_bump_rolls_host_by_host_through_the_drain_path_under_load(host
         assert drivers(name) == (NEW_DRIVER, NEW_DRIVER)
         assert boot_id(name) != boots[name], f"{name} did not boot again"
         assert healthy(name)
-    assert summary["failed"] == 0 and 100 < summary["sent"] < ROLL_LOAD["max_requests"], summary
+    assert summary["failed"] == 0 and summary["sent"] > 100, summary
     assert summary["min_healthy"] >= 2, summary
     assert_maintained_one_at_a_time(rows, WORKERS, NEW_DRIVER)
     assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
@@ -378,7 +383,7 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     on("sglang-rolling-2").check_output(f"touch {MODULE_DRILL}")
     third = (boot_id("sglang-rolling-3"), invocation("sglang-rolling-3"))
     since = time.time()
-    load = Load(tmp_path, **ROLL_LOAD)
+    load = Load(tmp_path)
     try:
         rc, out, seconds = run_playbook("deploy.yml", *AS_DEPLOYED)  # the inventory's driver, 580.95.05
     finally:
@@ -409,7 +414,7 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     # Mended (the module loads again): rebooted through the drain path, the second host serves the old driver
     # and is back in the router; then deploy.yml checks its driver and rolls the third back.
     since = time.time()
-    load = Load(tmp_path / "rerun", **ROLL_LOAD)
+    load = Load(tmp_path / "rerun")
     rc, out, seconds = run_playbook("playbooks/reboot.yml", "-l", "sglang-rolling-2",
                                     "-e", "sglang_service_reboot_force=true")
     assert rc == 0, out[-4000:]
@@ -460,7 +465,7 @@ def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_g
     second, out for its restart), the roll puts the second back and goes on to the third. Requests fail only
     while the router process is down: each failure is a refused or dropped connection, none an error status."""
     since = time.time()
-    load = Load(tmp_path, **ROLL_LOAD)
+    load = Load(tmp_path)
     rc, out, seconds = deploy("-e", "hicache_ratio=2.5", "-e", "drill_router_restart_host=sglang-rolling-2")
     summary = load.finish()
     rows = timeline(load, since)
@@ -494,7 +499,6 @@ def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_g
     # The roll itself went on one server at a time: each restarted, ready and back in the router before the
     # next restarted. (The router's list, as the load generator polled it, is read around the restart: the
     # second server's removal, which set the restart off, shows together with the router's empty list.)
-    assert summary["sent"] < ROLL_LOAD["max_requests"], summary
     steps = [(name, what) for _t, name, what in rows
              if what in ("systemd: started (restart)", "server: fired up (ready)", "router: added")
              and not (what == "router: added" and restarted[0] <= _t <= registered_at[-1] + 3)]
@@ -513,7 +517,7 @@ def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_rou
     second = "sglang-rolling-2"
     third = invocation("sglang-rolling-3")
     since = time.time()
-    load = Load(tmp_path, **ROLL_LOAD)
+    load = Load(tmp_path)
     try:
         rc, out, seconds = deploy("-e", "hicache_ratio=3.5", "-e", f"drill_pause_host={second}")
     finally:

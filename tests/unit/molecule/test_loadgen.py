@@ -22,6 +22,7 @@ LOADGEN = ROOT / "molecule/resources/loadgen.py"
 class Router(BaseHTTPRequestHandler):
     workers: ClassVar[list[str]] = ["http://a:30000", "http://b:30000"]
     polled = threading.Event()  # the first listing (the load generator's baseline) has been served
+    generated = threading.Semaphore(0)  # one release per generation served
 
     def reply(self, body: dict) -> None:
         data = json.dumps(body).encode()
@@ -37,6 +38,7 @@ class Router(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Router.generated.release()
         self.reply({"text": "Paris", "meta_info": {"completion_tokens": 1}})
 
     def log_message(self, *args: object) -> None:
@@ -76,3 +78,34 @@ def test_failures_are_told_apart_by_whether_the_router_answered() -> None:
     tally.record("503", "http")
     assert (tally.sent, tally.ok, tally.failed) == (3, 1, 2)
     assert tally.failures_line().startswith("LOAD FAILURES connection=1 http=1 other=0 first=")
+
+
+def test_a_spent_request_budget_ends_the_requests_not_the_watch(tmp_path: Path) -> None:
+    """With a budget of 5 requests, the senders end at once; the worker list is still watched, so a change
+    made after the budget ran out is recorded, and the summary says the budget ran out before the stop."""
+    Router.polled.clear()
+    Router.generated = threading.Semaphore(0)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    events, stop = tmp_path / "events.jsonl", tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, str(LOADGEN), "--router", f"http://127.0.0.1:{server.server_port}",
+                             "--expect", "2", "--concurrency", "2", "--max-requests", "5", "--max-seconds", "120",
+                             "--stop-file", str(stop), "--events", str(events)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _request in range(5):
+            assert Router.generated.acquire(timeout=120), "the load generator did not spend its budget"
+        # The budget is spent: the old generator stopped everything here. The list is still watched.
+        Router.polled.clear()
+        assert Router.polled.wait(timeout=120), "the load generator stopped listing the workers"
+        Router.workers = ["http://b:30000"]
+        stop.touch()
+        out, _err = proc.communicate(timeout=120)
+    finally:
+        server.shutdown()
+        Router.workers = ["http://a:30000", "http://b:30000"]
+    sent = int(out.split("LOAD SUMMARY sent=")[1].split()[0])
+    assert 5 <= sent <= 6, out  # each sender checks the budget before it sends
+    assert "LOAD BUDGET SPENT: all 5 requests were sent before the stop" in out, out
+    recorded = [json.loads(line) for line in events.read_text().splitlines()]
+    assert [(e["url"], e["event"]) for e in recorded] == [("http://a:30000", "removed")], out
