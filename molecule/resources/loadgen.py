@@ -102,7 +102,7 @@ def generate_forever(args: argparse.Namespace, tally: Tally, stop: threading.Eve
 def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) -> None:
     """Poll the router's worker list every half second, and once more after the stop (whatever the machine's
     speed, the last change before the stop is then seen: the caller stops after the roll has ended)."""
-    previous: dict[str, bool] = {}
+    previous: dict[str, bool] | None = None  # None until the first answer, the baseline
     events = open(args.events, "a", encoding="utf-8") if args.events else None  # noqa: SIM115
     while True:
         final = stop.is_set()
@@ -111,12 +111,14 @@ def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) 
             current = {w["url"]: bool(w.get("is_healthy")) for w in listing.get("workers", [])}
             healthy = sum(current.values())
             state["min_healthy"] = min(state.get("min_healthy", healthy), healthy)
-            for url in sorted(set(previous) | set(current)):
-                before, after = previous.get(url), current.get(url)
-                if before != after and events is not None:
-                    what = "removed" if after is None else ("added" if before is None else
-                                                            ("healthy" if after else "unhealthy"))
-                    if not (before is None and not previous):  # the first poll is the baseline
+            # The first answer is the baseline. (An empty list later, a restarted router's, is not: the
+            # servers its launcher then registers are additions.)
+            if previous is not None and events is not None:
+                for url in sorted(set(previous) | set(current)):
+                    before, after = previous.get(url), current.get(url)
+                    if before != after:
+                        what = "removed" if after is None else ("added" if before is None else
+                                                                ("healthy" if after else "unhealthy"))
                         events.write(json.dumps({"t": time.time(), "url": url, "event": what}) + "\n")
                         events.flush()
             previous = current

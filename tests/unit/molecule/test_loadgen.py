@@ -109,3 +109,31 @@ def test_a_spent_request_budget_ends_the_requests_not_the_watch(tmp_path: Path) 
     assert "LOAD BUDGET SPENT: all 5 requests were sent before the stop" in out, out
     recorded = [json.loads(line) for line in events.read_text().splitlines()]
     assert [(e["url"], e["event"]) for e in recorded] == [("http://a:30000", "removed")], out
+
+
+def test_servers_listed_after_an_empty_list_are_additions(tmp_path: Path) -> None:
+    """A restarted router answers with no server before its launcher registers them: the servers listed then
+    are recorded as added (the first answer alone is the baseline)."""
+    Router.polled.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Router)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    events, stop = tmp_path / "events.jsonl", tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, str(LOADGEN), "--router", f"http://127.0.0.1:{server.server_port}",
+                             "--expect", "2", "--concurrency", "1", "--max-requests", "100000", "--max-seconds", "120",
+                             "--stop-file", str(stop), "--events", str(events)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert Router.polled.wait(timeout=120), "the load generator never listed the workers"
+        Router.workers = []
+        for _poll in range(2):  # the listing after the change, once it has surely been served
+            Router.polled.clear()
+            assert Router.polled.wait(timeout=120), "the load generator stopped listing the workers"
+        Router.workers = ["http://a:30000"]
+        stop.touch()
+        out, _err = proc.communicate(timeout=120)
+    finally:
+        server.shutdown()
+        Router.workers = ["http://a:30000", "http://b:30000"]
+    recorded = [(e["url"], e["event"]) for e in map(json.loads, events.read_text().splitlines())]
+    assert recorded == [("http://a:30000", "removed"), ("http://b:30000", "removed"),
+                        ("http://a:30000", "added")], out
