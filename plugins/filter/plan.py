@@ -36,7 +36,10 @@ _value:
 def preflight(config: Any, pinned: Any, detected: Any = None, avg_seq_len: Any = 8192,
               plan: str = "optional") -> dict[str, Any]:
     """`sglang_config | sglang.deploy.preflight(inventory_facts, host_facts, 8192, 'required')`: the
-    configuration with its rules and capacity plan (``checks``), minus the environment the rules drop."""
+    configuration with its rules and capacity plan (``checks``), minus the environment the rules drop. A
+    configuration already refused (``ok`` false: its variables or their resolution) is passed on as it is."""
+    if not config.get("ok", True):
+        return dict(config)
     try:
         return sglang_preflight.apply(dict(config), dict(pinned or {}), dict(detected) if detected else None,
                                       int(avg_seq_len), str(plan))

@@ -45,6 +45,13 @@ options:
     type: list
     elements: str
     default: []
+  deployed_files:
+    description:
+      - The server's deployed files (unit, environment, secrets). When given, the result also holds
+        RV(deployed) - what M(sglang.deploy.sglang_service_state) returns for them - so that deploy.yml reads
+        each host once for its plan and its restart decision.
+    type: list
+    elements: path
   stamps_dir:
     description: Where the stamps are kept.
     type: path
@@ -62,6 +69,14 @@ EXAMPLES = r"""
     model_path: /models/Kimi-K2.5
     draft_model_path: /models/Kimi-K2.5-EAGLE3
     port: 30000
+  register: host_facts
+
+- name: Read the host, and the server's deployed files and unit state with it (one read per host)
+  sglang.deploy.sglang_host_facts:
+    unit: sglang-kimi.service
+    model_path: /models/Kimi-K2.5
+    port: 30000
+    deployed_files: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/kimi.env]
   register: host_facts
 """
 
@@ -166,6 +181,24 @@ facts:
       returned: when O(observed_file) exists and holds a JSON object
       sample: {"recorded_at": "2026-12-01T10:12:40Z", "identity": {"tp_size": 8},
                "startup": {"pre_load_free_bytes": 100738457928, "weights_bytes": 79489243955, "kv_tokens": 154998}}
+deployed:
+  description: What M(sglang.deploy.sglang_service_state) returns for O(deployed_files) and O(unit).
+  type: dict
+  returned: when O(deployed_files) is given
+  contains:
+    files:
+      description: Each of O(deployed_files) and its SHA-1 checksum, null when the file does not exist.
+      type: dict
+      sample: {"/etc/systemd/system/sglang-kimi.service": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33",
+               "/etc/sglang/kimi.env": null}
+    unit:
+      description: The unit's C(LoadState) and C(ActiveState), as C(systemctl show) gives them.
+      type: dict
+      sample: {"LoadState": "loaded", "ActiveState": "active"}
+    reboot:
+      description: Whether a reboot is pending (C(/run/reboot-required)), and the packages that asked for it.
+      type: dict
+      sample: {"required": false, "packages": []}
 ansible_facts:
   description: The stamps of O(stamps), as M(sglang.deploy.converge_stamp) returns them.
   type: dict
@@ -185,7 +218,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
-from ansible_collections.sglang.deploy.plugins.module_utils import _stamp
+from ansible_collections.sglang.deploy.plugins.module_utils import _service_state, _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
 from ansible_collections.sglang.deploy.plugins.module_utils._load import safetensors_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
@@ -226,12 +259,25 @@ def gpus(module: AnsibleModule, nvidia_smi: str) -> tuple[dict[str, Any], list[s
                                       "settings are not checked against the host"]
 
 
-def unit_properties(module: AnsibleModule, unit: str) -> dict[str, str]:
-    """The unit's ControlGroup and MemoryCurrent; empty when systemctl cannot tell."""
+def unit_properties(module: AnsibleModule, unit: str) -> tuple[dict[str, str], str]:
+    """The unit's ControlGroup, MemoryCurrent and its state (LoadState, ActiveState), and why systemctl could
+    not tell (empty properties then)."""
     try:
-        return systemctl_show(module, unit, ("ControlGroup", "MemoryCurrent"))
-    except SystemctlError:
-        return {}
+        return systemctl_show(module, unit, ("ControlGroup", "MemoryCurrent", *_service_state.UNIT_PROPERTIES)), ""
+    except SystemctlError as exc:
+        return {}, str(exc)
+
+
+def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit_error: str) -> dict[str, Any]:
+    """What sglang_service_state returns for these files and the unit; fails the module as it does."""
+    if unit_error:
+        module.fail_json(msg=f"sglang_host_facts: {unit_error}")
+    try:
+        files = _service_state.checksums(paths)
+    except OSError as exc:
+        module.fail_json(msg=f"sglang_host_facts: {exc.filename}: {exc.strerror}")
+    return {"files": files, "unit": {name: unit.get(name, "") for name in _service_state.UNIT_PROPERTIES},
+            "reboot": _service_state.pending_reboot()}
 
 
 def unit_pids(group: str) -> set[int]:
@@ -335,10 +381,9 @@ def conflicts(unit: str, port: int | None, apps: list[dict[str, Any]], holder: s
     return errors
 
 
-def host_facts(module: AnsibleModule) -> dict[str, Any]:
+def host_facts(module: AnsibleModule, unit: dict[str, str]) -> dict[str, Any]:
     p = module.params
     facts, notes = gpus(module, p["nvidia_smi_path"])
-    unit = unit_properties(module, p["unit"])
     own = unit_pids(unit.get("ControlGroup", ""))
     facts["compute_apps"] = foreign_compute_apps(module, p["nvidia_smi_path"], own) if facts.get("gpu_count") else []
     held = unreclaimable_memory(unit["ControlGroup"]) if unit.get("ControlGroup") else None
@@ -362,6 +407,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "observed_file": {"type": "path"},
     "stamps": {"type": "list", "elements": "str", "default": []},
     "stamps_dir": {"type": "path", "default": _stamp.DEFAULT_DIR},
+    "deployed_files": {"type": "list", "elements": "path"},
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
 }
 
@@ -369,7 +415,10 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
 def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    result: dict[str, Any] = {"changed": False, "facts": host_facts(module)}
+    unit, unit_error = unit_properties(module, p["unit"])
+    result: dict[str, Any] = {"changed": False, "facts": host_facts(module, unit)}
+    if p["deployed_files"] is not None:
+        result["deployed"] = deployed(module, p["deployed_files"], unit, unit_error)
     if p["stamps"]:
         try:
             stamps = _stamp.read_many(p["stamps"], p["stamps_dir"], _stamp.module_runner(module))

@@ -87,44 +87,24 @@ reboot:
       sample: [linux-image-6.1.0-41-amd64]
 """
 
-import hashlib
-import os
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils import _systemd
-
-
-def sha1(path: str) -> str | None:
-    """The file's SHA-1, None when it does not exist; OSError when it exists and cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha1").hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-def pending_reboot(flag: str) -> dict[str, t.Any]:
-    """Whether a reboot is pending, and the packages that asked for it (the flag's .pkgs file)."""
-    try:
-        with open(f"{flag}.pkgs", encoding="utf-8") as handle:
-            packages = sorted({line.strip() for line in handle if line.strip()})
-    except OSError:
-        packages = []
-    return {"required": os.path.exists(flag), "packages": packages}
+from ansible_collections.sglang.deploy.plugins.module_utils import _service_state, _systemd
 
 
 def read(module: AnsibleModule) -> dict[str, t.Any]:
     p = module.params
     try:
-        files = {path: sha1(path) for path in p["files"]}
+        files = _service_state.checksums(p["files"])
     except OSError as exc:
         module.fail_json(msg=f"sglang_service_state: {exc.filename}: {exc.strerror}")
     try:
         unit = _systemd.show(module, p["unit"], p["properties"])
     except _systemd.SystemctlError as exc:
         module.fail_json(msg=f"sglang_service_state: {exc}")
-    return {"changed": False, "files": files, "unit": unit, "reboot": pending_reboot(p["reboot_required_file"])}
+    return {"changed": False, "files": files, "unit": unit,
+            "reboot": _service_state.pending_reboot(p["reboot_required_file"])}
 
 
 def main() -> None:
@@ -132,8 +112,8 @@ def main() -> None:
         argument_spec={
             "unit": {"type": "str", "required": True},
             "files": {"type": "list", "elements": "path", "default": []},
-            "properties": {"type": "list", "elements": "str", "default": ["LoadState", "ActiveState"]},
-            "reboot_required_file": {"type": "path", "default": "/run/reboot-required"},
+            "properties": {"type": "list", "elements": "str", "default": list(_service_state.UNIT_PROPERTIES)},
+            "reboot_required_file": {"type": "path", "default": _service_state.REBOOT_REQUIRED_FILE},
         },
         supports_check_mode=True,
     )

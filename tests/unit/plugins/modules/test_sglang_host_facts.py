@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -57,13 +58,50 @@ def test_foreign_compute_apps_leave_out_the_units_own(commands: Commands) -> Non
                                              "--format=csv,noheader,nounits"]]
 
 
-def test_the_units_control_group_and_memory_come_from_systemctl_show(commands: Commands) -> None:
-    commands.add("systemctl", stdout="ControlGroup=/system.slice/sglang-kimi.service\nMemoryCurrent=1048576\n")
-    assert facts_mod.unit_properties(commands.module, "sglang-kimi.service") == {
-        "ControlGroup": "/system.slice/sglang-kimi.service", "MemoryCurrent": "1048576"}
-    assert commands.calls("systemctl") == [["show", "-p", "ControlGroup,MemoryCurrent", "--", "sglang-kimi.service"]]
+def test_the_units_control_group_memory_and_state_come_from_one_systemctl_show(commands: Commands) -> None:
+    commands.add("systemctl", stdout="ControlGroup=/system.slice/sglang-kimi.service\nMemoryCurrent=1048576\n"
+                                     "LoadState=loaded\nActiveState=active\n")
+    assert facts_mod.unit_properties(commands.module, "sglang-kimi.service") == ({
+        "ControlGroup": "/system.slice/sglang-kimi.service", "MemoryCurrent": "1048576", "LoadState": "loaded",
+        "ActiveState": "active"}, "")
+    assert commands.calls("systemctl") == [
+        ["show", "-p", "ControlGroup,MemoryCurrent,LoadState,ActiveState", "--", "sglang-kimi.service"]]
     commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
-    assert facts_mod.unit_properties(commands.module, "sglang-kimi.service") == {}
+    properties, error = facts_mod.unit_properties(commands.module, "sglang-kimi.service")
+    assert properties == {} and "Failed to connect to bus" in error
+
+
+def test_the_deployed_state_comes_with_the_read_as_sglang_service_state_gives_it(
+        commands: Commands, monkeypatch: pytest.MonkeyPatch, run_module: Any, tmp_path: Path) -> None:
+    """deploy.yml's one read of a host: with deployed_files, the files' checksums, the unit's state and a
+    pending reboot, in sglang_service_state's shape; a systemctl that cannot tell fails the read, as it fails
+    sglang_service_state (the restart decision must not guess)."""
+    from ansible_collections.sglang.deploy.plugins.modules import sglang_service_state as state_mod
+
+    monkeypatch.setattr(facts_mod.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    monkeypatch.setattr(state_mod.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    unit, env = tmp_path / "sglang-kimi.service", tmp_path / "kimi.env"
+    unit.write_text("[Service]\n")
+    commands.add("systemctl", stdout="ControlGroup=/system.slice/sglang-kimi.service\nMemoryCurrent=[not set]\n"
+                                     "LoadState=loaded\nActiveState=active\n")
+    files = [str(unit), str(env)]
+    result = run_module(facts_mod.main, {"unit": "sglang-kimi.service", "model_path": str(tmp_path),
+                                         "nvidia_smi_path": "nvidia-smi", "deployed_files": files})
+    expected = run_module(state_mod.main, {"unit": "sglang-kimi.service", "files": files})
+    # (This systemctl stub answers every property whatever -p asks: the unit's state is compared on its own.)
+    compared = ("files", "reboot")
+    assert {key: result["deployed"][key] for key in compared} == {key: expected[key] for key in compared}
+    assert result["deployed"]["files"] == {str(unit): hashlib.sha1(b"[Service]\n").hexdigest(), str(env): None}
+    assert result["deployed"]["unit"] == {"LoadState": "loaded", "ActiveState": "active"}
+    without = run_module(facts_mod.main, {"unit": "sglang-kimi.service", "model_path": str(tmp_path),
+                                          "nvidia_smi_path": "nvidia-smi"})
+    assert "deployed" not in without
+    commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
+    failed = run_module(facts_mod.main, {"unit": "sglang-kimi.service", "model_path": str(tmp_path),
+                                         "nvidia_smi_path": "nvidia-smi", "deployed_files": files})
+    assert failed.get("failed") and "Failed to connect to bus" in failed["msg"]
 
 
 @pytest.mark.parametrize(("value", "expected"), [("1048576", 1048576), ("[not set]", 0), ("", 0),
