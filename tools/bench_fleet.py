@@ -9,6 +9,10 @@ playbooks/sandbox.yml and removed with playbooks/sandbox-destroy.yml afterwards,
 controller CPU is the user + system time of the ansible-playbook process and everything it started
 (its workers, the docker exec clients), read from the kernel's accounting of children. The machine the
 figures come from is printed with them: they mean nothing without it.
+
+Beside them, Ansible's own floor on that machine: the same sizes of local-connection hosts running a play of
+40 trivial set_fact tasks (--floor-only runs just that, without Docker). How that play's time grows from 1 to
+N hosts is what any playbook's per-task cost does there, with no module, connection or container in it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 NETWORK = "sglang-bench"
+FLOOR_TASKS = 40
 
 
 @dataclass
@@ -78,6 +83,55 @@ def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
     return Run(round(wall, 1), round(cpu, 1), rc)
 
 
+def floor_files(directory: Path, hosts: int, tasks: int = FLOOR_TASKS) -> tuple[Path, Path, Path]:
+    """What Ansible itself costs per task and host on this machine: `hosts` local-connection hosts, a play of
+    `tasks` trivial set_fact tasks, and a configuration with this project's forks and nothing else (no
+    callbacks, no collections): (inventory, playbook, ansible.cfg)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    members = {f"floor-{n}": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+               for n in range(1, hosts + 1)}
+    inv = directory / f"floor-{hosts}.yml"
+    inv.write_text(yaml.safe_dump({"all": {"hosts": members}}))
+    play = directory / "floor-play.yml"
+    play.write_text(yaml.safe_dump([{"name": "Ansible's own cost per task and host", "hosts": "all",
+                                     "gather_facts": False,
+                                     "tasks": [{"name": f"Trivial task {n}",
+                                                "ansible.builtin.set_fact": {f"floor_{n}": f"{{{{ {n} + 1 }}}}"}}
+                                               for n in range(tasks)]}], sort_keys=False))
+    config = directory / "floor.cfg"
+    config.write_text("[defaults]\nforks = 25\nretry_files_enabled = false\n")
+    return inv, play, config
+
+
+def floor(hosts: int, repeat: int, work: Path) -> Run:
+    """The median run of the trivial play on `hosts` local hosts (what any playbook pays per task and host)."""
+    inv, play, config = floor_files(work / "floor", hosts)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_NOCOLOR="1")
+    binary = str(Path(sys.executable).parent / "ansible-playbook")
+    runs = []
+    for _run in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        rc = subprocess.run([binary, str(play), "-i", str(inv)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT, check=False).returncode
+        wall = time.monotonic() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if rc != 0:
+            raise SystemExit(f"the floor play failed on {hosts} local hosts (exit {rc}): {play}")
+        runs.append(Run(round(wall, 1), round(cpu, 1), rc))
+    return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
+
+
+def floor_line(sizes: list[int], runs: list[Run]) -> str:
+    """One line: the trivial play's wall time per size and the ratio of each to the first."""
+    base = runs[0].wall_s or 1.0
+    parts = [f"{size} host{'s' if size > 1 else ''} {run.wall_s:.1f} s ({run.wall_s / base:.2f}x)"
+             for size, run in zip(sizes, runs, strict=True)]
+    return (f"Ansible's own floor ({FLOOR_TASKS} trivial set_fact tasks per host, local connection, median): "
+            + ", ".join(parts))
+
+
 def checked(run: Run, what: str, log: Path) -> Run:
     if run.rc != 0:
         raise SystemExit(f"{what} failed (exit {run.rc}); see {log}")
@@ -123,16 +177,22 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="no-op deploys per size (the median is shown)")
     parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
     parser.add_argument("--work", type=Path, help="keep inventories and logs here (default: a temporary dir)")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="only time Ansible's own floor (a trivial play on local hosts; no Docker)")
     args = parser.parse_args()
     sizes = [int(size) for size in args.hosts.split(",")]
     if not sizes or min(sizes) < 1 or args.repeat < 1:
         parser.error("--hosts takes sizes >= 1 and --repeat a count >= 1")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     work.mkdir(parents=True, exist_ok=True)
-    results = [bench(size, args.repeat, work) for size in sizes]
-    print(f"machine: {machine()}\nlogs: {work}\n\n{table(results)}")
+    floors = [floor(size, args.repeat, work) for size in sizes]
+    results = [] if args.floor_only else [bench(size, args.repeat, work) for size in sizes]
+    print(f"machine: {machine()}\nlogs: {work}\n\n{table(results) if results else ''}\n{floor_line(sizes, floors)}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results]}, indent=2))
+        args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results],
+                                         "floor": {str(size): asdict(run) for size, run in zip(sizes, floors,
+                                                                                                 strict=True)}},
+                                        indent=2))
     return 0
 
 

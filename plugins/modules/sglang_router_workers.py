@@ -58,6 +58,16 @@ options:
       - A worker already listed keeps the key it was added with; take it out and put it back to change it.
     type: dict
     default: {}
+  defer:
+    description:
+      - Workers of O(workers) not to add now when the router does not list them, because a rollout will restart
+        them and add them once they serve (C(deploy.yml) passes the servers its plan restarts). A server a
+        failed rollout left out of the router (drained, maybe half-changed) then stays out until its turn,
+        instead of taking traffic in between. A deferred worker the router lists stays; O(state=exact) does
+        not remove it, and O(wait) does not wait for it.
+    type: list
+    elements: str
+    default: []
   workers_file:
     description:
       - The launcher's worker file on this host (role sglang_router, C(/etc/sglang-router/workers.json)), whose
@@ -86,6 +96,14 @@ EXAMPLES = r"""
   sglang.deploy.sglang_router_workers:
     router_url: http://127.0.0.1:30080
     workers: "{{ groups['sglang_workers'] | map('extract', hostvars, ['sglang_config', 'url']) | list }}"
+    state: exact
+    wait: false
+
+- name: Register the inventory's servers, but not the ones a rollout restarts that are out of the router now
+  sglang.deploy.sglang_router_workers:
+    router_url: http://127.0.0.1:30080
+    workers: [http://10.0.0.11:30000, http://10.0.0.12:30000]
+    defer: [http://10.0.0.12:30000]
     state: exact
     wait: false
 
@@ -219,19 +237,20 @@ def worker_keys_of(keys: dict[str, Any] | None) -> dict[str, str]:
     return {norm(url): str(key) for url, key in (keys or {}).items() if key}
 
 
-def plan(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -> tuple[list[str], list[str]]:
-    """(to add, to remove) for the requested state."""
+def plan(current: dict[str, dict[str, Any]], wanted: list[str], state: str,
+         defer: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """(to add, to remove) for the requested state; a deferred worker the router does not list is not added."""
     if state == "absent":
         return [], [url for url in wanted if url in current]
-    add = [url for url in wanted if url not in current]
+    add = [url for url in wanted if url not in current and url not in defer]
     remove = [url for url in current if url not in wanted] if state == "exact" else []
     return add, remove
 
 
-def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str) -> bool:
+def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str, defer: tuple[str, ...] = ()) -> bool:
     if state == "absent":
         return not any(url in current for url in wanted)
-    present = all(url in current and current[url]["is_healthy"] for url in wanted)
+    present = all(url in current and current[url]["is_healthy"] for url in wanted if url not in defer)
     extra = state == "exact" and any(url not in wanted for url in current)
     return present and not extra
 
@@ -272,8 +291,9 @@ def change(router: Router, url: str, add: bool, key: str | None) -> None:
 
 
 def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int, check: bool,
-        clock: Any = time, worker_keys: dict[str, str] | None = None) -> dict[str, Any]:
+        clock: Any = time, worker_keys: dict[str, str] | None = None, defer: list[str] | None = None) -> dict[str, Any]:
     wanted = [norm(url) for url in wanted]
+    deferred = tuple(norm(url) for url in defer or ())
     keys = worker_keys_of(worker_keys)
     waiter = Waiter(router, timeout, clock)
     try:
@@ -286,7 +306,7 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
         current, note = {}, f"router {router.base} does not answer ({exc}); as it would start empty"
     else:
         note = ""
-    add, remove = plan(current, wanted, state)
+    add, remove = plan(current, wanted, state, deferred)
     diff = {"before": {"workers": sorted(current)}, "after": {"workers": sorted(set(current) - set(remove) | set(add))}}
     if not check:
         for url in add:
@@ -295,10 +315,11 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
             waiter.answer(lambda url=url: change(router, url, False, None))
     while wait and not check:
         current = waiter.answer(router.workers)
-        if settled(current, wanted, state):
+        if settled(current, wanted, state, deferred):
             break
         if clock.time() >= waiter.deadline:
-            pending = [u for u in wanted if state != "absent" and not current.get(u, {}).get("is_healthy")]
+            pending = [u for u in wanted if state != "absent" and u not in deferred
+                       and not current.get(u, {}).get("is_healthy")]
             raise RouterError(f"router {router.base} did not settle within {timeout} s "
                               f"(state {state}; not yet healthy: {pending or 'none'}; "
                               f"listed: {sorted(current)})")
@@ -343,6 +364,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "api_key": {"type": "str", "no_log": True},
     "worker_api_keys": {"type": "dict", "default": {}, "no_log": True},
     "workers_file": {"type": "path"},
+    "defer": {"type": "list", "elements": "str", "default": []},
 }
 
 
@@ -354,7 +376,7 @@ def main() -> None:
         moved = (follow_file(module, p["workers_file"], p["workers"], p["state"], worker_keys_of(p["worker_api_keys"]))
                  if p["workers_file"] else False)
         result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
-                     module.check_mode, worker_keys=p["worker_api_keys"])
+                     module.check_mode, worker_keys=p["worker_api_keys"], defer=p["defer"])
     except RouterError as exc:
         module.fail_json(msg=str(exc))
     result["workers_file_changed"] = moved

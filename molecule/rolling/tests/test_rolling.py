@@ -557,8 +557,15 @@ def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_rou
     # It answers again: the rerun rolls it and the third, and puts it back.
     rc, out, more = deploy("-e", "hicache_ratio=3.5")
     summary = load.finish()
-    print_timeline(timeline(load, since), since)
+    rows = timeline(load, since)
+    print_timeline(rows, since)
     print(f"MEASURED rerun after the pause drill: {more:.1f} s")
     assert rc == 0, out[-4000:]
     assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
     assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
+    # It stayed out of the router until its turn: the rerun's router play did not put it back before its
+    # restart (sglang_router_defer_workers), so after the drill took it out, it was restarted, ready and only
+    # then added.
+    steps = [what for _t, name, what in rows if name == second and what not in ("router: healthy", "router: unhealthy")]
+    after_removal = steps[steps.index("router: removed") + 1:]
+    assert after_removal == ["systemd: started (restart)", "server: fired up (ready)", "router: added"], steps

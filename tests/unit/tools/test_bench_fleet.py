@@ -30,3 +30,19 @@ def test_the_table_gives_the_median_and_the_ratios_to_the_first_size() -> None:
     rows = [line.split() for line in text.splitlines()[2:]]
     assert rows[0][:9] == ["1", "30.0", "s", "1.00x", "11.0", "s", "11.0", "s", "1.00x"]
     assert rows[1][:9] == ["5", "84.0", "s", "2.80x", "55.0", "s", "11.0", "s", "5.00x"]
+
+
+def test_the_floor_is_a_trivial_play_on_local_hosts_with_only_the_forks_set(tmp_path: Path) -> None:
+    inventory, play, config = bench.floor_files(tmp_path, 5)
+    hosts = yaml.safe_load(inventory.read_text())["all"]["hosts"]
+    assert sorted(hosts) == [f"floor-{n}" for n in range(1, 6)]
+    assert {host["ansible_connection"] for host in hosts.values()} == {"local"}
+    tasks = yaml.safe_load(play.read_text())[0]["tasks"]
+    assert len(tasks) == bench.FLOOR_TASKS
+    assert tasks[3] == {"name": "Trivial task 3", "ansible.builtin.set_fact": {"floor_3": "{{ 3 + 1 }}"}}
+    assert config.read_text() == "[defaults]\nforks = 25\nretry_files_enabled = false\n"
+
+
+def test_the_floor_line_gives_each_size_and_its_ratio_to_the_first() -> None:
+    line = bench.floor_line([1, 5], [bench.Run(2.0, 1.5, 0), bench.Run(4.4, 5.0, 0)])
+    assert line.endswith("1 host 2.0 s (1.00x), 5 hosts 4.4 s (2.20x)")

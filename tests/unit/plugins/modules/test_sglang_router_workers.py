@@ -98,6 +98,17 @@ def test_exact_prunes_workers_not_in_the_inventory(router: FakeRouter) -> None:
     assert sorted(router.workers) == [A, B]
 
 
+def test_a_deferred_worker_is_not_added_but_one_listed_stays(router: FakeRouter) -> None:
+    """deploy.yml defers the servers its plan restarts: one a failed rollout left out stays out until its turn
+    adds it after its restart; one the router lists is neither removed (exact) nor waited for."""
+    mod.run(client(router), [A, C], "present", True, 5, check=False)
+    result = mod.run(client(router), [A, B, C], "exact", True, 5, check=False, defer=[B + "/", C])
+    assert result["added"] == [] and result["removed"] == [] and not result["changed"]
+    assert sorted(router.workers) == [A, C]
+    later = mod.run(client(router), [A, B, C], "exact", True, 5, check=False)  # the rollout's turn adds it
+    assert later["added"] == [B] and sorted(router.workers) == [A, B, C]
+
+
 def test_check_mode_reports_without_writing(router: FakeRouter) -> None:
     result = mod.run(client(router), [A], "present", True, 5, check=True)
     assert result["changed"] and not router.workers
