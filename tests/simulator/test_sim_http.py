@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -71,6 +72,16 @@ def test_info_routes(api: Server) -> None:
     assert [m["id"] for m in models["data"]] == [NAME]
     assert get_status(api.port, "/ready") == 200
     assert get_status(api.port, "/health_generate") == 200
+
+
+def test_the_listen_backlog_is_uvicorns(api: Server) -> None:
+    """The real server listens with uvicorn's default backlog, 2048 (uvicorn/config.py), capped by the kernel's
+    somaxconn; a listening socket's Send-Q in ss is its backlog. (With socketserver's 5, a burst of
+    connections lost SYNs on a busy machine and arrived seconds apart.)"""
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    listening = subprocess.run(["ss", "-Hltn", "sport", "=", f":{api.port}"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    assert int(listening[2]) == min(2048, somaxconn), listening
 
 
 def test_generate(api: Server) -> None:

@@ -406,6 +406,11 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The real server's listen backlog: SGLang runs uvicorn without a backlog, whose default is 2048
+    # (uvicorn/config.py, Config(backlog=2048), read in uvicorn 0.38.0). socketserver's default of 5 made
+    # the kernel drop the SYNs of a burst of connections (a drill's 48 at once) on a busy machine: their
+    # clients retried after 1, 3, 7 s, and the burst arrived spread out, unlike on the real server.
+    request_queue_size = 2048
 
 
 class Server6(Server):
