@@ -189,10 +189,9 @@ def main() -> int:
     results = [] if args.floor_only else [bench(size, args.repeat, work) for size in sizes]
     print(f"machine: {machine()}\nlogs: {work}\n\n{table(results) if results else ''}\n{floor_line(sizes, floors)}")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(), "results": [asdict(r) for r in results],
-                                         "floor": {str(size): asdict(run) for size, run in zip(sizes, floors,
-                                                                                                 strict=True)}},
-                                        indent=2))
+        floor_runs = {str(size): asdict(run) for size, run in zip(sizes, floors, strict=True)}
+        report = {"machine": machine(), "results": [asdict(r) for r in results], "floor": floor_runs}
+        args.json.write_text(json.dumps(report, indent=2))
     return 0
 
 
