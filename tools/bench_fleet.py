@@ -29,6 +29,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -66,21 +67,28 @@ def inventory(directory: Path, hosts: int) -> Path:
     return directory
 
 
-def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
-    """ansible-playbook NAME -i INV EXTRA: wall time, the CPU time of it and its children, exit status."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    binary = str(Path(sys.executable).parent / "ansible-playbook")
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+
+
+def timed(argv: list[str], config: Path, out: Any) -> Run:
+    """Run argv with ANSIBLE_CONFIG=config, its output to out: wall time, the CPU time of it and its children
+    (the kernel's accounting of children), exit status."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    with log.open("a") as out:
-        out.write(f"\n$ ansible-playbook {name} -i {inv} {' '.join(extra)}\n")
-        out.flush()
-        rc = subprocess.run([binary, name, "-i", str(inv), *extra], cwd=ROOT, env=env, stdout=out,
-                            stderr=subprocess.STDOUT, check=False).returncode
+    rc = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(round(wall, 1), round(cpu, 1), rc)
+
+
+def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
+    """ansible-playbook NAME -i INV EXTRA with this project's ansible.cfg, its output appended to log."""
+    with log.open("a") as out:
+        out.write(f"\n$ ansible-playbook {name} -i {inv} {' '.join(extra)}\n")
+        out.flush()
+        return timed([ANSIBLE_PLAYBOOK, name, "-i", str(inv), *extra], ROOT / "ansible.cfg", out)
 
 
 def floor_files(directory: Path, hosts: int, tasks: int = FLOOR_TASKS) -> tuple[Path, Path, Path]:
@@ -106,20 +114,10 @@ def floor_files(directory: Path, hosts: int, tasks: int = FLOOR_TASKS) -> tuple[
 def floor(hosts: int, repeat: int, work: Path) -> Run:
     """The median run of the trivial play on `hosts` local hosts (what any playbook pays per task and host)."""
     inv, play, config = floor_files(work / "floor", hosts)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_NOCOLOR="1")
-    binary = str(Path(sys.executable).parent / "ansible-playbook")
-    runs = []
-    for _run in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.monotonic()
-        rc = subprocess.run([binary, str(play), "-i", str(inv)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT, check=False).returncode
-        wall = time.monotonic() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        if rc != 0:
-            raise SystemExit(f"the floor play failed on {hosts} local hosts (exit {rc}): {play}")
-        runs.append(Run(round(wall, 1), round(cpu, 1), rc))
+    runs = [timed([ANSIBLE_PLAYBOOK, str(play), "-i", str(inv)], config, subprocess.DEVNULL) for _run in range(repeat)]
+    failed = [run.rc for run in runs if run.rc != 0]
+    if failed:
+        raise SystemExit(f"the floor play failed on {hosts} local hosts (exit {failed[0]}): {play}")
     return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
 
 

@@ -38,3 +38,9 @@ def pending_reboot(flag: str = REBOOT_REQUIRED_FILE) -> dict[str, t.Any]:
     except OSError:
         packages = []
     return {"required": os.path.exists(flag), "packages": packages}
+
+
+def deployed_state(paths: t.Iterable[str], unit: dict[str, str], flag: str = REBOOT_REQUIRED_FILE) -> dict[str, t.Any]:
+    """What the restart decision reads, in sglang_service_state's shape: the files' checksums, the unit's
+    properties as given, and a pending reboot. OSError when a file exists and cannot be read."""
+    return {"files": checksums(paths), "unit": unit, "reboot": pending_reboot(flag)}

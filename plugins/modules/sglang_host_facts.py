@@ -272,12 +272,11 @@ def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit
     """What sglang_service_state returns for these files and the unit; fails the module as it does."""
     if unit_error:
         module.fail_json(msg=f"sglang_host_facts: {unit_error}")
+    unit_state = {name: unit.get(name, "") for name in _service_state.UNIT_PROPERTIES}
     try:
-        files = _service_state.checksums(paths)
+        return _service_state.deployed_state(paths, unit_state)
     except OSError as exc:
         module.fail_json(msg=f"sglang_host_facts: {exc.filename}: {exc.strerror}")
-    return {"files": files, "unit": {name: unit.get(name, "") for name in _service_state.UNIT_PROPERTIES},
-            "reboot": _service_state.pending_reboot()}
 
 
 def unit_pids(group: str) -> set[int]:

@@ -96,15 +96,14 @@ from ansible_collections.sglang.deploy.plugins.module_utils import _service_stat
 def read(module: AnsibleModule) -> dict[str, t.Any]:
     p = module.params
     try:
-        files = _service_state.checksums(p["files"])
-    except OSError as exc:
-        module.fail_json(msg=f"sglang_service_state: {exc.filename}: {exc.strerror}")
-    try:
         unit = _systemd.show(module, p["unit"], p["properties"])
     except _systemd.SystemctlError as exc:
         module.fail_json(msg=f"sglang_service_state: {exc}")
-    return {"changed": False, "files": files, "unit": unit,
-            "reboot": _service_state.pending_reboot(p["reboot_required_file"])}
+    try:
+        state = _service_state.deployed_state(p["files"], unit, p["reboot_required_file"])
+    except OSError as exc:
+        module.fail_json(msg=f"sglang_service_state: {exc.filename}: {exc.strerror}")
+    return {"changed": False, **state}
 
 
 def main() -> None:
