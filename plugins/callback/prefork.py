@@ -1,0 +1,110 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Load this collection's Jinja plugins and lookups, and each play's connection plugin, once in Ansible's main
+process, so that the worker Ansible forks for every task and host inherits them instead of loading them again."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: prefork
+type: aggregate
+short_description: Load the collection's plugins once, before Ansible forks a worker per task and host
+description:
+  - Ansible runs every task on every host in a process forked from its main process. What that process has
+    already loaded, the fork inherits; whatever a worker loads (a filter's Python module compiled from source,
+    a connection plugin and the YAML of its documentation, the builtin Jinja tests) is lost when it exits, and
+    the next task loads it again. On a no-op deploy that was about a third of the controller's CPU.
+  - At the start of the run this callback loads, in the main process, every filter and lookup plugin of the
+    collection it belongs to (and the Python modules they import), Ansible's builtin filters, tests and the
+    lookups the roles use, and compiles one template (Jinja's lexer). At the start of each play it loads the
+    connection plugin of the play's first host, with its configuration definitions.
+  - It changes no result and no output. A plugin it cannot load is left to the worker that needs it, as
+    without this callback (the worker then reports the error).
+requirements:
+  - enabled in ansible.cfg (callbacks_enabled = sglang.deploy.prefork)
+author:
+  - sglang-deploy contributors (@sglang-deploy)
+"""
+
+import importlib
+import pkgutil
+from typing import Any
+
+from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import connection_loader, filter_loader, lookup_loader, test_loader
+
+COLLECTION = "sglang.deploy"
+# Builtin lookups the roles call (every other builtin is loaded by the worker that needs it).
+BUILTIN_LOOKUPS = ("ansible.builtin.template", "ansible.builtin.fileglob", "ansible.builtin.file")
+
+
+def plugin_files(collection: str, kind: str) -> list[str]:
+    """The Python files of a collection's plugins of one kind (filter, test, lookup), by module name."""
+    try:
+        package = importlib.import_module(f"ansible_collections.{collection}.plugins.{kind}")
+    except ImportError:
+        return []
+    return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.ispkg)
+
+
+def jinja_plugin_names(collection: str, kind: str) -> list[str]:
+    """One fully-qualified name per filter or test file of the collection: the loader resolving any name of a
+    collection's Jinja plugins loads every file of that kind, so one name per file is more than enough."""
+    names = []
+    for name in plugin_files(collection, kind):
+        module = importlib.import_module(f"ansible_collections.{collection}.plugins.{kind}.{name}")
+        holder = getattr(module, "FilterModule" if kind == "filter" else "TestModule", None)
+        functions = getattr(holder(), "filters" if kind == "filter" else "tests")() if holder else {}
+        names.extend(f"{collection}.{function}" for function in list(functions)[:1])
+    return names
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "sglang.deploy.prefork"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._connections: set[str] = set()
+
+    def _load(self, what: str, load: Any) -> None:
+        try:
+            load()
+        except Exception as error:  # pylint: disable=broad-except; the worker that needs it reports it
+            self._display.vvv(f"prefork: {what} not loaded before the fork ({error})")
+
+    def v2_playbook_on_start(self, playbook: Any) -> None:
+        for loader, kind, builtin in ((filter_loader, "filter", "ansible.builtin.to_json"),
+                                      (test_loader, "test", "ansible.builtin.match")):
+            self._load(builtin, lambda loader=loader, builtin=builtin: loader.get(builtin))
+            for name in jinja_plugin_names(COLLECTION, kind):
+                self._load(name, lambda loader=loader, name=name: loader.get(name))
+        lookups = [f"{COLLECTION}.{name}" for name in plugin_files(COLLECTION, "lookup")]
+        for name in (*lookups, *BUILTIN_LOOKUPS):
+            self._load(name, lambda name=name: lookup_loader.get(name))
+        self._load("Jinja's lexer", compile_one_template)
+
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        self._load("the play's connection plugin", lambda: self._load_connection(play))
+
+    def _load_connection(self, play: Any) -> None:
+        """The connection plugin of the play's first host, as its variables name it (ansible_connection), with
+        its configuration definitions; each name once per run."""
+        variables = play.get_variable_manager()
+        hosts = variables._inventory.get_hosts(play.hosts)  # pylint: disable=protected-access
+        if not hosts:
+            return
+        name = str(variables.get_vars(play=play, host=hosts[0]).get("ansible_connection") or "ssh")
+        if name not in self._connections:
+            self._connections.add(name)
+            connection_loader.get(name, class_only=True)
+
+
+def compile_one_template() -> None:
+    """Compile and render one template: Jinja's lexer is cached for the whole process (ansible-core notes it
+    should be made before forking)."""
+    from ansible.template import Templar, trust_as_template  # pylint: disable=import-outside-toplevel
+
+    Templar(variables={}).template(trust_as_template("{{ 1 | string }}"))

@@ -1,0 +1,84 @@
+"""The prefork callback: what Ansible's main process has loaded before it forks a worker, the worker does not
+load again. Each case runs in a fresh interpreter (pytest's own has long imported the collection), forks there
+as Ansible does for every task and host, and lists the modules the child still had to import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+COLLECTIONS = ROOT / ".cache" / "collections"
+
+# A worker's first use of the collection's plugins, as templating a task's arguments makes it.
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from ansible.plugins.loader import init_plugin_loader
+    init_plugin_loader([sys.argv[1]])
+    from ansible.plugins.loader import connection_loader, filter_loader, lookup_loader, test_loader
+    from ansible_collections.sglang.deploy.plugins.callback.prefork import CallbackModule
+
+    class Inventory:
+        def get_hosts(self, pattern):
+            return ["bench-1"]
+
+    class Variables:
+        _inventory = Inventory()
+        def get_vars(self, play, host):
+            return {"ansible_connection": "community.docker.docker"}
+
+    class Play:
+        hosts = "sglang_workers"
+        def get_variable_manager(self):
+            return Variables()
+
+    callback = CallbackModule()  # loading the callback (Ansible does it at start) loads nothing else
+    if sys.argv[2] == "warm":
+        callback.v2_playbook_on_start(None)
+        callback.v2_playbook_on_play_start(Play())
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        before = set(sys.modules)
+        filter_loader.get("sglang.deploy.preflight")
+        lookup_loader.get("sglang.deploy.variable_problems")
+        test_loader.get("ansible.builtin.match")
+        connection_loader.get("community.docker.docker", class_only=True)
+        os.write(write, json.dumps(sorted(set(sys.modules) - before)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    print(os.read(read, 1 << 20).decode())
+""")
+
+
+def imported_by_the_worker(mode: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(COLLECTIONS), mode], check=True, capture_output=True,
+                         text=True, cwd=ROOT).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_without_it_every_worker_imports_the_collections_plugins_again() -> None:
+    imported = imported_by_the_worker("cold")
+    assert "ansible_collections.sglang.deploy.plugins.filter.plan" in imported
+    assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in imported
+    assert "ansible_collections.community.docker.plugins.connection.docker" in imported
+
+
+def test_with_it_a_worker_imports_nothing() -> None:
+    assert imported_by_the_worker("warm") == []
+
+
+def test_a_plugin_it_cannot_load_is_left_to_the_worker() -> None:
+    from ansible_collections.sglang.deploy.plugins.callback.prefork import CallbackModule
+
+    class Broken:
+        hosts = "all"
+
+        def get_variable_manager(self) -> None:
+            raise RuntimeError("no inventory")
+
+    CallbackModule().v2_playbook_on_play_start(Broken())  # no exception: the run goes on as without it
