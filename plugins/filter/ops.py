@@ -48,6 +48,9 @@ description:
   - C(sglang.deploy.stamp_digest) gives the SHA-256 of a role's inputs, C(inputs | stamp_digest(paths)), over the
     inputs as canonical JSON and the content of every file under the controller paths given (the role's own
     directory and the collection's plugins, so that a new release of the role converges again).
+  - "C(sglang.deploy.role_dir) gives the directory of one of the collection's roles, C('sglang_stack' | role_dir),
+    wherever the task that asks runs (C(role_path) is the running task's role): the code a role's stamp digests
+    when a play decides for several roles in one task."
   - C(sglang.deploy.stamp_state) decides from a host's stamp (module C(sglang.deploy.converge_stamp)) whether a role
     has nothing to do there, C(stamp | stamp_state(digest, enabled)) -> C({digest, converged, why}).
 """
@@ -335,6 +338,20 @@ def files_to_copy(directory: Any, found: Any) -> list[str]:
     return [path for path in paths if os.path.isfile(path) and on_host.get(os.path.basename(path)) != _sha1(path)]
 
 
+# This file is <collection>/plugins/filter/ops.py.
+COLLECTION_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def role_dir(name: Any, collection_dir: str = COLLECTION_DIR) -> str:
+    """`'sglang_stack' | role_dir`: <collection>/roles/<name>, which must exist."""
+    path = os.path.join(collection_dir, "roles", str(name))
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", str(name)) or not os.path.isdir(path):
+        roles = sorted(entry for entry in os.listdir(os.path.join(collection_dir, "roles"))
+                       if not entry.startswith("."))
+        raise AnsibleFilterError(f"role_dir: the collection has no role {name!r}; it has {', '.join(roles)}")
+    return path
+
+
 def stamp_digest(inputs: Any, paths: Any = ()) -> str:
     """`inputs | stamp_digest([role_path, plugins_dir])`: SHA-256 of the inputs as canonical JSON, and of
     every file under the paths (relative name and content; byte-code caches left out)."""
@@ -400,4 +417,4 @@ class FilterModule:
                 "drifted_files": drifted_files, "status_table": status_table, "probe_line": probe_line,
                 "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
                 "load_summary": load_summary, "dd_rate": dd_rate, "stamp_digest": stamp_digest,
-                "stamp_state": stamp_state}
+                "stamp_state": stamp_state, "role_dir": role_dir}

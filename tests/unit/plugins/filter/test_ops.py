@@ -178,6 +178,25 @@ def test_stamp_digest_covers_the_inputs_and_the_code(tmp_path: Path) -> None:
         ops.stamp_digest({}, [str(tmp_path / "missing")])
 
 
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.mark.parametrize("role", ["nvidia_driver", "sglang_stack", "sglang_weights"])
+def test_role_dir_is_the_role_that_runs_and_keeps_the_stamps_digest(role: str) -> None:
+    """role_dir replaced role_path in the install roles' code paths (deploy.yml decides their stamps outside
+    them): it must name the same files, so that a host stamped before still converges (the same digest)."""
+    assert Path(ops.role_dir(role)).samefile(ROOT / "roles" / role)
+    before = [str(ROOT / "roles" / role), str(ROOT / "roles" / role / ".." / ".." / "plugins")]
+    after = [ops.role_dir(role), ops.role_dir(role) + "/../../plugins"]
+    assert ops.stamp_digest({"a": 1}, after) == ops.stamp_digest({"a": 1}, before)
+
+
+@pytest.mark.parametrize("name", ["sglang_stak", "../roles/sglang_stack", ""])
+def test_role_dir_refuses_a_role_the_collection_lacks(name: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=r"has no role .*it has .*sglang_stack"):
+        ops.role_dir(name)
+
+
 @pytest.mark.parametrize(("stamp", "enabled", "converged", "why"), [
     ({"found": True, "digest": "d", "drift": []}, True, True, ""),
     ({"found": True, "digest": "d", "drift": []}, False, False, "not trusted"),
