@@ -12,7 +12,9 @@ short_description: Print SGLang load progress during readiness waits, and where 
 description:
   - While a task polls the M(sglang.deploy.sglang_ready) module in an C(until) loop, prints one line per host
     whenever the load phase or shard percentage changes, and at least every O(heartbeat) seconds,
-    so a 15-minute model load is never a silent wait. Other tasks are left to the stdout callback.
+    so a 15-minute model load is never a silent wait; when the wait ends with the server ready, one last line
+    with how it ended and how long it took (also for a load that ended before the first poll). Other tasks are
+    left to the stdout callback.
   - "In a rolling play (one whose variables set C(sglang_rollout_play), as C(deploy.yml)'s and
     C(playbooks/reboot.yml)'s do), a host that becomes unreachable stops the rollout without the play's own
     rescue (Ansible runs no rescue for an unreachable host); at the end of the run this callback says where
@@ -57,6 +59,9 @@ class CallbackModule(CallbackBase):
         self._out = set()
 
     def v2_runner_on_ok(self, result: Any) -> None:
+        if str(result._task.action).endswith("sglang_ready"):
+            self._ready(result)
+            return
         if not self._rollout or not str(result._task.action).endswith("sglang_router_workers"):
             return
         # routers.yml loops over the routers: the states are in its items' invocations.
@@ -84,14 +89,21 @@ class CallbackModule(CallbackBase):
         for line in self._stopped:
             self._display.display(line, color="red", stderr=False)
 
+    def _ready(self, result: Any) -> None:
+        """The waiter's last word: a load that ended between two polls (or before the first) still shows
+        how it ended and how long it took; the next wait on the host starts its lines afresh."""
+        answer = result._result
+        host = result._host.get_name()
+        if answer.get("finished") and answer.get("ready"):
+            self._display.display(f"  [{host}] {progress_line(answer)}")
+            self._last.pop(host, None)
+
     def v2_runner_retry(self, result: Any) -> None:
         status = result._result.get("sglang_progress")
         if not isinstance(status, dict) or not status:
             return
         host = result._host.get_name()
-        line = "{unit}: {describe}, {elapsed:.0f} s, health {health}".format(
-            unit=status.get("unit", "sglang"), describe=status.get("describe", status.get("phase", "?")),
-            elapsed=float(status.get("elapsed_s") or 0), health=status.get("health", "?"))
+        line = progress_line(status)
         key = status.get("describe", "")
         previous = self._last.get(host)
         now = time.monotonic()
@@ -99,3 +111,10 @@ class CallbackModule(CallbackBase):
             return
         self._last[host] = (key, now)
         self._display.display(f"  [{host}] {line}")
+
+
+def progress_line(status: dict[str, Any]) -> str:
+    """One line of the waiter's status: unit, phase (with its shard percentage), seconds, health."""
+    return "{unit}: {describe}, {elapsed:.0f} s, health {health}".format(
+        unit=status.get("unit", "sglang"), describe=status.get("describe", status.get("phase", "?")),
+        elapsed=float(status.get("elapsed_s") or 0), health=status.get("health", "?"))

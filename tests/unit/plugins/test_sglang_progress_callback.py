@@ -75,3 +75,17 @@ def test_outside_a_rolling_play_nothing_is_said() -> None:
     plugin.v2_playbook_on_stats(None)
     assert len(display.lines) == 1 and display.lines[0].startswith("REBOOTS STOPPED at w2: ")
     assert "It had not left the routers." in display.lines[0]
+
+
+def test_a_wait_that_ends_ready_says_so_once_even_without_a_retry() -> None:
+    """A load that ended before the first poll (or between two) still shows how it ended and how long it
+    took; a started async job, a still-running poll and a failure print nothing here."""
+    plugin, display = callback()
+    task = Named("Wait for a real generation", "sglang.deploy.sglang_ready")
+    plugin.v2_runner_on_ok(Result("w1", task, {"started": 1, "finished": 0}))
+    plugin.v2_runner_on_ok(Result("w1", task, {"finished": False, "sglang_progress": {"describe": "loading"}}))
+    plugin.v2_runner_on_ok(Result("w1", task, {"finished": True, "ready": False}))
+    assert display.lines == []
+    plugin.v2_runner_on_ok(Result("w1", task, {"finished": True, "ready": True, "unit": "sglang-kimi.service",
+                                                "describe": "fired up", "elapsed_s": 41.6, "health": "HTTP 200"}))
+    assert display.lines == ["  [w1] sglang-kimi.service: fired up, 42 s, health HTTP 200"]
