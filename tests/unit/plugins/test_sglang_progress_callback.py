@@ -86,6 +86,7 @@ def test_a_wait_that_ends_ready_says_so_once_even_without_a_retry() -> None:
     plugin.v2_runner_on_ok(Result("w1", task, {"finished": False, "sglang_progress": {"describe": "loading"}}))
     plugin.v2_runner_on_ok(Result("w1", task, {"finished": True, "ready": False}))
     assert display.lines == []
-    plugin.v2_runner_on_ok(Result("w1", task, {"finished": True, "ready": True, "unit": "sglang-kimi.service",
-                                                "describe": "fired up", "elapsed_s": 41.6, "health": "HTTP 200"}))
+    ready = {"finished": True, "ready": True, "unit": "sglang-kimi.service", "describe": "fired up",
+             "elapsed_s": 41.6, "health": "HTTP 200"}
+    plugin.v2_runner_on_ok(Result("w1", task, ready))
     assert display.lines == ["  [w1] sglang-kimi.service: fired up, 42 s, health HTTP 200"]
