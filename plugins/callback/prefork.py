@@ -47,16 +47,16 @@ def plugin_files(collection: str, kind: str) -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.ispkg)
 
 
-def jinja_plugin_names(collection: str, kind: str) -> list[str]:
-    """One fully-qualified name per filter or test file of the collection: the loader resolving any name of a
-    collection's Jinja plugins loads every file of that kind, so one name per file is more than enough."""
-    names = []
+def jinja_plugin_name(collection: str, kind: str) -> str | None:
+    """A fully-qualified name of one of the collection's filters or tests: resolving any of them makes the loader
+    load every file of that kind, so one name loads them all."""
     for name in plugin_files(collection, kind):
         module = importlib.import_module(f"ansible_collections.{collection}.plugins.{kind}.{name}")
         holder = getattr(module, "FilterModule" if kind == "filter" else "TestModule", None)
         functions = getattr(holder(), "filters" if kind == "filter" else "tests")() if holder else {}
-        names.extend(f"{collection}.{function}" for function in list(functions)[:1])
-    return names
+        if functions:
+            return f"{collection}.{next(iter(functions))}"
+    return None
 
 
 class CallbackModule(CallbackBase):
@@ -78,9 +78,9 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook: Any) -> None:
         for loader, kind, builtin in ((filter_loader, "filter", "ansible.builtin.to_json"),
                                       (test_loader, "test", "ansible.builtin.match")):
-            self._load(builtin, lambda loader=loader, builtin=builtin: loader.get(builtin))
-            for name in jinja_plugin_names(COLLECTION, kind):
-                self._load(name, lambda loader=loader, name=name: loader.get(name))
+            for name in (builtin, jinja_plugin_name(COLLECTION, kind)):
+                if name:
+                    self._load(name, lambda loader=loader, name=name: loader.get(name))
         lookups = [f"{COLLECTION}.{name}" for name in plugin_files(COLLECTION, "lookup")]
         for name in (*lookups, *BUILTIN_LOOKUPS):
             self._load(name, lambda name=name: lookup_loader.get(name))

@@ -50,8 +50,9 @@ SCRIPT = textwrap.dedent("""
         os.write(write, json.dumps(sorted(set(sys.modules) - before)).encode())
         os._exit(0)
     os.close(write)
+    with os.fdopen(read, "rb") as pipe:  # to the end first: a child writing more than a pipe holds never blocks
+        print(pipe.read().decode())
     os.waitpid(child, 0)
-    print(os.read(read, 1 << 20).decode())
 """)
 
 
