@@ -283,11 +283,15 @@ def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str
 
 
 def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
+    """A crash during the load fails the wait on the crash itself (the waiter follows the invocation and
+    fails within one poll interval, plugins/modules/sglang_ready.py), not on a stall bound or the timeout.
+    How long that took is a measurement (MEASURED), not a pass criterion: a busy machine stretches it."""
     digest = files_digest(host)
     crash_env = json.dumps({"sglang_env": dict(SANDBOX_ENV, SGLANG_SIM_FAULT="crash_at=40")})
     rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", crash_env)
     assert rc != 0
     assert "crashed during start" in out, out[-3000:]
+    assert "made no progress for" not in out and "was not ready within" not in out, out[-3000:]
     assert "--- journal of the invocation ---" in out and "CUDA error" in out, out[-3000:]
     # From the crash (systemd's log line) to the end of the play.
     crashed_at = float(host.check_output(
@@ -304,9 +308,7 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     print(f"MEASURED crash during load -> detected (rescue began): {detected_at - crashed_at:.1f} s "
           f"(1 s resolution); -> play failed after the rollback served again: at most {lag:.1f} s "
           f"(whole run {seconds:.1f} s)")
-    assert detected_at - crashed_at < 10
     assert "It was rolled back to the last good configuration" in out
-    assert lag < 60
     # The last good configuration is back byte for byte, and serves: the next deploy of it is a no-op.
     assert files_digest(host) == digest
     assert healthy(host)
