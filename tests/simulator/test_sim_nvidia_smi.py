@@ -67,6 +67,22 @@ def test_default_is_eight_rtx_pro_6000() -> None:
         line.split(", ")[2] + "\n" for line in lines[1:])
 
 
+def test_the_default_uuids_written_out_are_the_derived_ones(tmp_path: Path) -> None:
+    """The eight default UUIDs are written out (no hashlib import per call); a ninth GPU still gets the derived one,
+    so the stamps that hash nvidia-smi's answer stay what they were."""
+    import hashlib
+
+    def derived(index: int) -> str:
+        digest = hashlib.sha256(f"sglang-deploy fake GPU {index}".encode()).hexdigest()
+        return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+    assert smi("--query-gpu=uuid", "--format=csv,noheader").stdout.split() == [derived(i) for i in range(8)]
+    config = tmp_path / "nine.json"
+    config.write_text(json.dumps({"gpus": [{}] * 9}))
+    assert smi("--query-gpu=uuid", "--format=csv,noheader", config=config).stdout.split() == [
+        derived(i) for i in range(9)]
+
+
 def test_noheader_nounits_and_id_filter() -> None:
     done = smi("--query-gpu=index,memory.total,compute_cap", "--format=csv,noheader,nounits", "-i", "3")
     assert done.stdout == "3, 97887, 12.0\n"

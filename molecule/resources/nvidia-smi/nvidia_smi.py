@@ -29,8 +29,6 @@ The file's driver is reported unless the JSON file sets ``driver_version``; ``fa
 from __future__ import annotations
 
 import errno
-import hashlib
-import json
 import os
 import sys
 import time
@@ -94,7 +92,25 @@ class UsageError(Exception):
     """Bad command line (exit 2)."""
 
 
+# default_uuid() of the eight default GPUs, written out: every call of the fake reports them, and importing hashlib
+# (and json, which only a config file needs) was most of a call's CPU time, on the cores the sandbox's hosts share.
+DEFAULT_UUIDS = (
+    "GPU-45f3babc-e451-b4da-3582-46dd292be0b5",
+    "GPU-5bd35e59-916c-5936-bcd9-7ab5dd8ff5cf",
+    "GPU-f4abedc3-b533-4f68-7354-5b39cd5513e8",
+    "GPU-093fafa8-03a0-c76c-9216-001015696d30",
+    "GPU-e8a789b0-67ac-234f-f6d7-34c5a9ceb29b",
+    "GPU-9acbe034-a93c-ea8b-2c29-3f4eca1710b7",
+    "GPU-e0e053d4-f64a-55f2-5191-b8a23991cb79",
+    "GPU-b8ef6906-fbd3-6d6f-ade9-e781586565d8",
+)
+
+
 def default_uuid(index: int) -> str:
+    if index < len(DEFAULT_UUIDS):
+        return DEFAULT_UUIDS[index]
+    import hashlib  # pylint: disable=import-outside-toplevel
+
     digest = hashlib.sha256(f"sglang-deploy fake GPU {index}".encode()).hexdigest()
     return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
@@ -119,6 +135,8 @@ def load_config() -> dict[str, Any]:
     path = os.environ.get("FAKE_NVIDIA_SMI_CONFIG") or CONFIG
     try:
         with open(path, encoding="utf-8") as handle:
+            import json  # pylint: disable=import-outside-toplevel
+
             config = json.load(handle)
     except FileNotFoundError:
         config = {}
