@@ -18,6 +18,9 @@ description:
     collection it belongs to (and the Python modules they import), Ansible's builtin filters, tests and the
     lookups the roles use, and compiles one template (Jinja's lexer). At the start of each play it loads the
     connection plugin of the play's first host, with its configuration definitions.
+  - A filter, test or lookup file of the collection may define C(before_fork()), which the callback calls once,
+    after loading it, to read what every worker would otherwise read again (the roles' argument specs, the code
+    that the install roles' stamps digest).
   - It changes no result and no output. A plugin it cannot load is left to the worker that needs it, as
     without this callback (the worker then reports the error).
 requirements:
@@ -28,6 +31,7 @@ author:
 
 import importlib
 import pkgutil
+import sys
 from typing import Any
 
 from ansible.plugins.callback import CallbackBase
@@ -59,6 +63,13 @@ def jinja_plugin_name(collection: str, kind: str) -> str | None:
     return None
 
 
+def collection_modules(collection: str) -> dict[str, Any]:
+    """The collection's filter, test and lookup modules loaded so far, by module name."""
+    prefix = f"ansible_collections.{collection}.plugins."
+    return {name: module for name, module in list(sys.modules.items())
+            if name.startswith(prefix) and name.split(".")[-2] in ("filter", "test", "lookup")}
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -85,6 +96,9 @@ class CallbackModule(CallbackBase):
         for name in (*lookups, *BUILTIN_LOOKUPS):
             self._load(name, lambda name=name: lookup_loader.get(name))
         self._load("Jinja's lexer", compile_one_template)
+        for name, module in sorted(collection_modules(COLLECTION).items()):
+            if callable(getattr(module, "before_fork", None)):
+                self._load(f"{name}.before_fork()", module.before_fork)
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         self._load("the play's connection plugin", lambda: self._load_connection(play))

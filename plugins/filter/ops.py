@@ -352,6 +352,34 @@ def role_dir(name: Any, collection_dir: str = COLLECTION_DIR) -> str:
     return path
 
 
+# The collection's own code trees as stamp_digest reads them, read once in Ansible's main process before it forks
+# a worker per task and host (before_fork, called by the sglang.deploy.prefork callback): the workers that digest
+# a role's code for every host inherit them. Paths not read then (a test's, a wheelhouse) are read each time.
+_TREES: dict[str, bytes] = {}
+
+
+def _tree_bytes(top: str) -> bytes:
+    """What stamp_digest hashes for a directory: every file's relative name and content, in a stable order
+    (byte-code caches left out)."""
+    chunks = []
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(n for n in files if not n.endswith(".pyc")):
+            full = os.path.join(root, name)
+            chunks.append(f"\0{os.path.relpath(full, top)}\0".encode())
+            with open(full, "rb") as handle:
+                chunks.append(handle.read())
+    return b"".join(chunks)
+
+
+def before_fork(collection_dir: str = COLLECTION_DIR) -> None:
+    """Read the collection's plugins and roles for stamp_digest, once per run in the main process."""
+    roles = os.path.join(collection_dir, "roles")
+    for top in [os.path.join(collection_dir, "plugins")] + [os.path.join(roles, name) for name in os.listdir(roles)]:
+        if os.path.isdir(top):
+            _TREES[os.path.abspath(top)] = _tree_bytes(top)
+
+
 def stamp_digest(inputs: Any, paths: Any = ()) -> str:
     """`inputs | stamp_digest([role_path, plugins_dir])`: SHA-256 of the inputs as canonical JSON, and of
     every file under the paths (relative name and content; byte-code caches left out)."""
@@ -359,13 +387,8 @@ def stamp_digest(inputs: Any, paths: Any = ()) -> str:
     for top in [str(path) for path in paths or ()]:
         if not os.path.isdir(top):
             raise AnsibleFilterError(f"stamp_digest: {top} is not a directory")
-        for root, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(n for n in files if not n.endswith(".pyc")):
-                full = os.path.join(root, name)
-                digest.update(f"\0{os.path.relpath(full, top)}\0".encode())
-                with open(full, "rb") as handle:
-                    digest.update(handle.read())
+        known = _TREES.get(os.path.abspath(top))
+        digest.update(known if known is not None else _tree_bytes(top))
     return digest.hexdigest()
 
 

@@ -59,7 +59,20 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ten times fa
 ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
 
+# The roles' argument specs, read once in Ansible's main process before it forks a worker per task and host
+# (before_fork, called by the sglang.deploy.prefork callback); a roles directory not read then is read each time.
+_SPECS: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def before_fork(roles_dir: str = ROLES) -> None:
+    """Read the collection's argument specs once per run, in the main process."""
+    _SPECS[os.path.abspath(roles_dir)] = _specs(roles_dir)
+
+
 def _specs(roles_dir: str) -> dict[str, dict[str, Any]]:
+    known = _SPECS.get(os.path.abspath(roles_dir))
+    if known is not None:
+        return known
     specs = {}
     for role in sorted(os.listdir(roles_dir)):
         path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")

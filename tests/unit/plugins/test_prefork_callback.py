@@ -47,7 +47,15 @@ SCRIPT = textwrap.dedent("""
         lookup_loader.get("sglang.deploy.variable_problems")
         test_loader.get("ansible.builtin.match")
         connection_loader.get("community.docker.docker", class_only=True)
-        os.write(write, json.dumps(sorted(set(sys.modules) - before)).encode())
+        imported = sorted(set(sys.modules) - before)
+        # What every host's stamps decision and variable check read: the role's code and the argument specs.
+        from ansible_collections.sglang.deploy.plugins.filter import ops
+        from ansible_collections.sglang.deploy.plugins.lookup import variable_problems
+        opened = []
+        sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
+        ops.stamp_digest({}, [ops.role_dir("nvidia_driver"), ops.role_dir("nvidia_driver") + "/../../plugins"])
+        variable_problems._specs(variable_problems.ROLES)
+        os.write(write, json.dumps({"imported": imported, "opened": opened}).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:  # to the end first: a child writing more than a pipe holds never blocks
@@ -56,21 +64,26 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def imported_by_the_worker(mode: str) -> list[str]:
+def the_worker(mode: str) -> dict[str, list[str]]:
+    """What the forked worker imported to resolve the plugins, and the files it opened to digest a role's code
+    and to read the argument specs."""
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(COLLECTIONS), mode], check=True, capture_output=True,
                          text=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_without_it_every_worker_imports_the_collections_plugins_again() -> None:
-    imported = imported_by_the_worker("cold")
-    assert "ansible_collections.sglang.deploy.plugins.filter.plan" in imported
-    assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in imported
-    assert "ansible_collections.community.docker.plugins.connection.docker" in imported
+def test_without_it_every_worker_imports_the_collections_plugins_and_reads_their_files_again() -> None:
+    worker = the_worker("cold")
+    assert "ansible_collections.sglang.deploy.plugins.filter.plan" in worker["imported"]
+    assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in worker["imported"]
+    assert "ansible_collections.community.docker.plugins.connection.docker" in worker["imported"]
+    opened = [Path(path).name for path in worker["opened"]]
+    assert "preflight_host.yml" in opened and "ops.py" in opened  # the driver role's code and the plugins, digested
+    assert "argument_specs.yml" in opened
 
 
-def test_with_it_a_worker_imports_nothing() -> None:
-    assert imported_by_the_worker("warm") == []
+def test_with_it_a_worker_imports_nothing_and_reads_no_file_of_the_collection() -> None:
+    assert the_worker("warm") == {"imported": [], "opened": []}
 
 
 def test_a_plugin_it_cannot_load_is_left_to_the_worker() -> None:
