@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -358,18 +359,16 @@ def role_dir(name: Any, collection_dir: str = COLLECTION_DIR) -> str:
 _TREES: dict[str, bytes] = {}
 
 
-def _tree_bytes(top: str) -> bytes:
-    """What stamp_digest hashes for a directory: every file's relative name and content, in a stable order
-    (byte-code caches left out)."""
-    chunks = []
+def _tree_chunks(top: str) -> Iterator[bytes]:
+    """What stamp_digest hashes for a directory, piece by piece: every file's relative name and content, in a
+    stable order (byte-code caches left out)."""
     for root, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(n for n in files if not n.endswith(".pyc")):
             full = os.path.join(root, name)
-            chunks.append(f"\0{os.path.relpath(full, top)}\0".encode())
+            yield f"\0{os.path.relpath(full, top)}\0".encode()
             with open(full, "rb") as handle:
-                chunks.append(handle.read())
-    return b"".join(chunks)
+                yield handle.read()
 
 
 def before_fork(collection_dir: str = COLLECTION_DIR) -> None:
@@ -377,7 +376,7 @@ def before_fork(collection_dir: str = COLLECTION_DIR) -> None:
     roles = os.path.join(collection_dir, "roles")
     for top in [os.path.join(collection_dir, "plugins")] + [os.path.join(roles, name) for name in os.listdir(roles)]:
         if os.path.isdir(top):
-            _TREES[os.path.abspath(top)] = _tree_bytes(top)
+            _TREES[os.path.abspath(top)] = b"".join(_tree_chunks(top))
 
 
 def stamp_digest(inputs: Any, paths: Any = ()) -> str:
@@ -388,7 +387,8 @@ def stamp_digest(inputs: Any, paths: Any = ()) -> str:
         if not os.path.isdir(top):
             raise AnsibleFilterError(f"stamp_digest: {top} is not a directory")
         known = _TREES.get(os.path.abspath(top))
-        digest.update(known if known is not None else _tree_bytes(top))
+        for chunk in [known] if known is not None else _tree_chunks(top):  # a wheelhouse is hashed file by file
+            digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -178,6 +178,23 @@ def test_stamp_digest_covers_the_inputs_and_the_code(tmp_path: Path) -> None:
         ops.stamp_digest({}, [str(tmp_path / "missing")])
 
 
+def test_stamp_digest_of_the_trees_read_before_the_fork_is_the_streamed_one(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """before_fork (the prefork callback) keeps the collection's trees in memory: the digest is the same as when
+    each worker reads them, and it is what the run started with."""
+    monkeypatch.setattr(ops, "_TREES", {})
+    (tmp_path / "plugins" / "filter").mkdir(parents=True)
+    (tmp_path / "plugins" / "filter" / "f.py").write_text("x = 1\n")
+    (tmp_path / "roles" / "r" / "tasks").mkdir(parents=True)
+    (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("---\n")
+    paths = [str(tmp_path / "roles" / "r"), str(tmp_path / "roles" / "r" / ".." / ".." / "plugins")]
+    streamed = ops.stamp_digest({"a": 1}, paths)
+    ops.before_fork(str(tmp_path))
+    assert ops.stamp_digest({"a": 1}, paths) == streamed
+    (tmp_path / "roles" / "r" / "tasks" / "main.yml").write_text("---\n# changed during the run\n")
+    assert ops.stamp_digest({"a": 1}, paths) == streamed
+
+
 ROOT = Path(__file__).resolve().parents[4]
 
 
