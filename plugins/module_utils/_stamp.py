@@ -181,18 +181,28 @@ def normalized(manifest: dict[str, t.Any] | None) -> dict[str, list[t.Any]]:
     return result
 
 
-def observe(manifest: dict[str, list[t.Any]], run: Run) -> dict[str, dict[str, str]]:
-    """How each entry of a normalized manifest looks now: {kind: {entry: state}}."""
+def observe(manifest: dict[str, list[t.Any]], run: Run,
+            known: dict[str, dict[str, str]] | None = None) -> dict[str, dict[str, str]]:
+    """How each entry of a normalized manifest looks now: {kind: {entry: state}}. ``known`` holds the states of
+    packages and units already asked for (read_many asks once for every stamp's)."""
+    known = known or {}
     return {
         "paths": {path: path_state(path) for path in manifest["paths"]},
         "listings": {path: listing_state(path) for path in manifest["listings"]},
         "trees": {path: tree_state(path) for path in manifest["trees"]},
-        "packages": package_states(manifest["packages"], run),
-        "units": unit_states(manifest["units"], run),
+        "packages": _known_or_asked(manifest["packages"], known.get("packages"), package_states, run),
+        "units": _known_or_asked(manifest["units"], known.get("units"), unit_states, run),
         "users": {name: user_state(name) for name in manifest["users"]},
         "groups": {name: group_state(name) for name in manifest["groups"]},
         "commands": {" ".join(argv): command_state(argv, run) for argv in manifest["commands"]},
     }
+
+
+def _known_or_asked(names: t.Sequence[str], known: dict[str, str] | None,
+                    ask: t.Callable[[t.Sequence[str], Run], dict[str, str]], run: Run) -> dict[str, str]:
+    if known is not None and all(name in known for name in names):
+        return {name: known[name] for name in names}
+    return ask(names, run)
 
 
 def drift(recorded: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> list[str]:
@@ -212,22 +222,39 @@ def stamp_path(directory: str, name: str) -> str:
     return os.path.join(directory, f"{name}.json")
 
 
-def read(path: str, run: Run) -> dict[str, t.Any]:
-    """A stamp as the controller sees it: found, the recorded digest, and the drift since."""
+def load(path: str) -> tuple[dict[str, t.Any] | None, dict[str, list[t.Any]], str]:
+    """A stamp file: (stamp, its normalized manifest, ""), or (None, {}, why it does not count)."""
     try:
         with open(path, encoding="utf-8") as handle:
             stamp = json.load(handle)
         if not isinstance(stamp, dict) or stamp.get("version") != VERSION:
             raise ValueError("another stamp format")
-        manifest = normalized(stamp.get("manifest"))
+        return stamp, normalized(stamp.get("manifest")), ""
     except FileNotFoundError:
-        return {"found": False, "digest": None, "drift": ["no stamp: the role has not converged on this host yet"]}
+        return None, {}, "no stamp: the role has not converged on this host yet"
     except (OSError, ValueError) as exc:
-        return {"found": False, "digest": None, "drift": [f"unreadable stamp {path}: {exc}"]}
+        return None, {}, f"unreadable stamp {path}: {exc}"
+
+
+def compared(stamp: dict[str, t.Any] | None, manifest: dict[str, list[t.Any]], why: str, run: Run,
+             known: dict[str, dict[str, str]] | None = None) -> dict[str, t.Any]:
+    """A loaded stamp as the controller sees it: found, the recorded digest, and the drift since."""
+    if stamp is None:
+        return {"found": False, "digest": None, "drift": [why]}
     return {"found": True, "digest": stamp.get("digest"), "recorded_at": stamp.get("recorded_at"),
-            "drift": drift(stamp.get("observed") or {}, observe(manifest, run))}
+            "drift": drift(stamp.get("observed") or {}, observe(manifest, run, known))}
+
+
+def read(path: str, run: Run) -> dict[str, t.Any]:
+    """A stamp as the controller sees it: found, the recorded digest, and the drift since."""
+    return compared(*load(path), run)
 
 
 def read_many(names: t.Sequence[str], directory: str, run: Run) -> dict[str, dict[str, t.Any]]:
-    """read() for each of the roles' stamps in directory; ValueError for a name that is not a plain file name."""
-    return {name: read(stamp_path(directory, name), run) for name in names}
+    """read() for each of the roles' stamps in directory, with one dpkg-query for all their packages and one
+    systemctl for all their units (each answers per name); ValueError for a name that is not a plain file name."""
+    loaded = {name: load(stamp_path(directory, name)) for name in names}
+    manifests = [manifest for _found, manifest, _why in loaded.values() if manifest]
+    known = {"packages": package_states(sorted({name for m in manifests for name in m["packages"]}), run),
+             "units": unit_states(sorted({name for m in manifests for name in m["units"]}), run)}
+    return {name: compared(*entry, run, known) for name, entry in loaded.items()}

@@ -214,6 +214,7 @@ ansible_facts:
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -225,7 +226,11 @@ from ansible_collections.sglang.deploy.plugins.module_utils._systemd import Syst
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
 
-GPU_FIELDS = ("index", "name", "memory.total", "compute_cap", "compute_mode", "pci.bus_id")
+# The facts use the first six; the driver's stamp records this very query (roles/nvidia_driver/vars/main.yml,
+# __nvidia_driver_manifest.commands), so one nvidia-smi call, and one initialisation of NVML on every GPU,
+# serves both (Answers).
+GPU_FIELDS = ("index", "name", "memory.total", "compute_cap", "compute_mode", "pci.bus_id", "persistence_mode", "uuid",
+              "driver_version")
 APP_FIELDS = ("pid", "process_name", "used_memory")
 CGROUP_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified")
 
@@ -239,12 +244,41 @@ def gpu_facts(rows: list[dict[str, str]]) -> dict[str, Any]:
             "iommu": iommu_mode([row["pci.bus_id"] for row in rows])}
 
 
-def gpus(module: AnsibleModule, nvidia_smi: str) -> tuple[dict[str, Any], list[str]]:
+class Answers:
+    """The nvidia-smi answers of one read, each command run once (bounded as smi.run bounds it). The stamps'
+    commands take an answer the facts already got (stamp_runner)."""
+
+    def __init__(self, module: AnsibleModule, nvidia_smi: str) -> None:
+        self.module, self.nvidia_smi = module, nvidia_smi
+        self.answers: dict[tuple[str, ...], smi.Answer] = {}
+
+    def ask(self, args: list[str]) -> smi.Answer:
+        key = tuple(args)
+        if key not in self.answers:
+            self.answers[key] = smi.run(self.module, self.nvidia_smi, args)
+        return self.answers[key]
+
+    def stamp_runner(self) -> _stamp.Run:
+        """The stamps' runner: a command this read already ran as ``nvidia-smi ARGS`` gives that answer (exit
+        127 when nvidia-smi is not installed, as _stamp.module_runner says), any other runs."""
+        run = _stamp.module_runner(self.module)
+
+        def shared(argv: Sequence[str]) -> tuple[int, str]:
+            answer = self.answers.get(tuple(argv[1:])) if argv and argv[0] == self.nvidia_smi else None
+            if answer is None:
+                return run(argv)
+            return (127 if answer.rc is None else answer.rc), answer.out
+        return shared
+
+
+def gpus(module: AnsibleModule, nvidia_smi: str, answers: Answers | None = None) -> tuple[dict[str, Any], list[str]]:
     """GPU facts, and notes. A host without a working driver yet (a first deploy installs it in its
     driver phase) gives no facts and a note: the plan then uses the inventory's values, and the
     driver role checks the GPUs once the driver runs."""
+    answers = answers or Answers(module, nvidia_smi)
+    answer = answers.ask(smi.query_args(GPU_FIELDS))
     try:
-        answer, rows = smi.query(module, nvidia_smi, GPU_FIELDS)
+        rows = smi.parse_csv(answer.out, GPU_FIELDS) if answer.ok else []
     except ValueError as exc:
         answer, rows = smi.Answer(1, "", str(exc)), []
     if not answer.ok:
@@ -253,7 +287,7 @@ def gpus(module: AnsibleModule, nvidia_smi: str) -> tuple[dict[str, Any], list[s
     if not rows:
         return {"gpu_count": 0}, ["nvidia-smi reports no GPU"]
     facts = gpu_facts(rows)
-    topo = smi.run(module, nvidia_smi, ["topo", "-p2p", "r"])
+    topo = answers.ask(["topo", "-p2p", "r"])
     facts["p2p_read"] = parse_p2p(topo.out) if topo.ok else {}
     return facts, [] if topo.ok else [f"nvidia-smi topo -p2p r did not answer ({topo.error[:200]}); the P2P "
                                       "settings are not checked against the host"]
@@ -380,9 +414,9 @@ def conflicts(unit: str, port: int | None, apps: list[dict[str, Any]], holder: s
     return errors
 
 
-def host_facts(module: AnsibleModule, unit: dict[str, str]) -> dict[str, Any]:
+def host_facts(module: AnsibleModule, unit: dict[str, str], answers: Answers) -> dict[str, Any]:
     p = module.params
-    facts, notes = gpus(module, p["nvidia_smi_path"])
+    facts, notes = gpus(module, p["nvidia_smi_path"], answers)
     own = unit_pids(unit.get("ControlGroup", ""))
     facts["compute_apps"] = foreign_compute_apps(module, p["nvidia_smi_path"], own) if facts.get("gpu_count") else []
     held = unreclaimable_memory(unit["ControlGroup"]) if unit.get("ControlGroup") else None
@@ -415,12 +449,13 @@ def main() -> None:
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     unit, unit_error = unit_properties(module, p["unit"])
-    result: dict[str, Any] = {"changed": False, "facts": host_facts(module, unit)}
+    answers = Answers(module, p["nvidia_smi_path"])
+    result: dict[str, Any] = {"changed": False, "facts": host_facts(module, unit, answers)}
     if p["deployed_files"] is not None:
         result["deployed"] = deployed(module, p["deployed_files"], unit, unit_error)
     if p["stamps"]:
         try:
-            stamps = _stamp.read_many(p["stamps"], p["stamps_dir"], _stamp.module_runner(module))
+            stamps = _stamp.read_many(p["stamps"], p["stamps_dir"], answers.stamp_runner())
         except ValueError as exc:
             module.fail_json(msg=f"sglang_host_facts: stamps: {exc}")
         result["ansible_facts"] = {"sglang_deploy_stamps": stamps}

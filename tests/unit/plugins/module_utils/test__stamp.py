@@ -124,3 +124,32 @@ def test_missing_and_foreign_stamps(tmp_path: Path) -> None:
 def test_stamp_names_are_plain_file_names(name: str) -> None:
     with pytest.raises(ValueError, match="plain file name"):
         _stamp.stamp_path("/var/lib/x", name)
+
+
+def test_several_stamps_are_read_with_one_dpkg_query_and_one_systemctl(tmp_path: Path) -> None:
+    """deploy.yml reads three stamps per host: their packages and units are asked for together, and each stamp
+    sees what it would have seen alone."""
+    calls: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        calls.append(list(argv))
+        return RUN(argv)
+
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    manifests = {"driver": {"packages": ["nvidia-modprobe", "nvidia-driver-cuda"],
+                            "units": ["nvidia-persistenced.service", "nvidia-device-nodes.service"]},
+                 "stack": {"packages": ["python3-venv", "nvidia-modprobe"], "units": ["no-such-unit.service"]},
+                 "weights": {"paths": [str(tmp_path)]}}
+    for name, manifest in manifests.items():
+        normal = _stamp.normalized(manifest)
+        (stamps / f"{name}.json").write_text(json.dumps({"version": _stamp.VERSION, "digest": name, "manifest": normal,
+                                                         "observed": _stamp.observe(normal, RUN)}))
+    read = _stamp.read_many(["driver", "stack", "weights", "router"], str(stamps), run)
+    assert [call[0] for call in calls] == ["dpkg-query", "systemctl"]
+    assert calls[0][-3:] == ["nvidia-driver-cuda", "nvidia-modprobe", "python3-venv"]
+    assert calls[1][-3:] == ["no-such-unit.service", "nvidia-device-nodes.service", "nvidia-persistenced.service"]
+    assert read == {name: _stamp.read(str(stamps / f"{name}.json"), RUN) for name in ["driver", "stack", "weights"]} | {
+        "router": _stamp.read(str(stamps / "router.json"), RUN)}
+    assert all(read[name]["found"] and read[name]["drift"] == [] for name in manifests)
+    assert read["router"]["found"] is False

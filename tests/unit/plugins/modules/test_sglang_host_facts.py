@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible_collections.sglang.deploy.plugins.modules import sglang_host_facts as facts_mod
 from helpers import ROOT
 from host_commands import Commands
@@ -15,7 +16,10 @@ from host_commands import Commands
 REAL = ROOT / "tests" / "fixtures" / "real-host"
 KIMI = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
 NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
-GPU_CSV = "\n".join(f"{i}, {NAME}, 97887, 12.0, Default, 00000000:{i + 1:02X}:00.0" for i in range(8)) + "\n"
+GPU_CSV = "\n".join(f"{i}, {NAME}, 97887, 12.0, Default, 00000000:{i + 1:02X}:00.0, Enabled, GPU-{i:08x}, 580.95.05"
+                    for i in range(8)) + "\n"
+GPU_QUERY = ["--query-gpu=index,name,memory.total,compute_cap,compute_mode,pci.bus_id,persistence_mode,uuid,"
+             "driver_version", "--format=csv,noheader,nounits"]
 
 
 def test_gpu_facts_come_from_nvidia_smi(commands: Commands, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,8 +30,7 @@ def test_gpu_facts_come_from_nvidia_smi(commands: Commands, monkeypatch: pytest.
     assert found == {"gpu_count": 8, "gpu_names": [NAME], "gpu_memory_mib": 97887, "compute_capability": "12.0",
                      "compute_modes": ["Default"] * 8, "iommu": "passthrough (8 GPUs)"}
     assert p2p == {} and notes == []  # this stub answers topo with the GPU list, which holds no matrix
-    assert commands.calls("nvidia-smi")[0] == [
-        "--query-gpu=index,name,memory.total,compute_cap,compute_mode,pci.bus_id", "--format=csv,noheader,nounits"]
+    assert commands.calls("nvidia-smi")[0] == GPU_QUERY
     assert commands.calls("nvidia-smi")[1] == ["topo", "-p2p", "r"]
 
 
@@ -173,6 +176,36 @@ def test_the_install_roles_stamps_come_back_as_the_runs_fact_with_the_host(
     assert "ansible_facts" not in run_module(facts_mod.main, args)
     refused = run_module(facts_mod.main, {**args, "stamps": ["../x"]})
     assert refused["failed"] and "stamps: a stamp name is a plain file name" in refused["msg"]
+
+
+def test_the_driver_stamps_command_is_the_gpu_query_of_the_facts() -> None:
+    """Were they to differ, the read would start nvidia-smi (and NVML on every GPU) once more, for the stamp."""
+    manifest = yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())["__nvidia_driver_manifest"]
+    assert manifest["commands"] == [["nvidia-smi", *GPU_QUERY]]
+    assert facts_mod.smi.query_args(facts_mod.GPU_FIELDS) == GPU_QUERY
+
+
+def test_the_driver_stamp_takes_the_answer_of_the_gpu_query_nvidia_smi_runs_once_for_both(
+        commands: Commands, monkeypatch: pytest.MonkeyPatch, run_module: Any, tmp_path: Path) -> None:
+    monkeypatch.setattr(facts_mod.AnsibleModule, "get_bin_path", lambda self, arg, *args, **kwargs:
+                        commands.get_bin_path(arg))
+    commands.add("nvidia-smi", stdout=GPU_CSV)
+    stamps = tmp_path / "stamps"
+    stamps.mkdir()
+    query = " ".join(["nvidia-smi", *GPU_QUERY])
+    recorded = f"exit 0 sha256:{hashlib.sha256(GPU_CSV.encode()).hexdigest()}"  # as converge_stamp records it
+    (stamps / "nvidia_driver.json").write_text(json.dumps({
+        "version": 1, "name": "nvidia_driver", "digest": "abc", "manifest": {"commands": [["nvidia-smi", *GPU_QUERY]]},
+        "observed": {"commands": {query: recorded}}}))
+    args = {"unit": "sglang-kimi.service", "model_path": str(tmp_path), "stamps_dir": str(stamps),
+            "stamps": ["nvidia_driver"]}
+    read = run_module(facts_mod.main, args)["ansible_facts"]["sglang_deploy_stamps"]["nvidia_driver"]
+    assert read["found"] and read["drift"] == []
+    assert commands.calls("nvidia-smi").count(GPU_QUERY) == 1
+    commands.add("nvidia-smi", stdout=GPU_CSV.replace("580.95.05", "580.105.08"))  # another driver since
+    read = run_module(facts_mod.main, args)["ansible_facts"]["sglang_deploy_stamps"]["nvidia_driver"]
+    assert read["drift"] == [f"command {query}: {recorded} -> exit 0 sha256:"
+                             f"{hashlib.sha256(GPU_CSV.replace('580.95.05', '580.105.08').encode()).hexdigest()}"]
 
 
 def test_what_the_unit_holds_is_its_anonymous_and_shared_memory_not_its_page_cache(tmp_path: Path) -> None:
