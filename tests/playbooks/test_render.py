@@ -137,3 +137,51 @@ def test_a_changed_mem_fraction_follows_sglangs_formula_from_the_measured_figure
 def test_a_changed_hicache_ratio_scales_the_calibrated_pool(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "-e", f"sglang_startup_log={REAL_HOST_LOG}", "-e", "hicache_ratio=3.0")
     assert plan["device_kv_tokens"] == 116167 and plan["host_kv_tokens_per_rank"] == 3 * 116167 + 1  # + 1 page
+
+
+RENDER_BOTH = """
+- name: Render as the deploy writes the files, and as the restart decision compares them
+  hosts: sglang_workers
+  gather_facts: false
+  vars:
+    sglang_config_plan: advisory
+  roles:
+    - role: sglang_config
+  tasks:
+    - name: Write the files with the template action (what render.yml and the deploy write)
+      ansible.builtin.include_role:
+        name: sglang_service
+        tasks_from: render.yml
+        public: true
+    - name: Keep what both lookups render for the same files
+      ansible.builtin.copy:
+        dest: "{{ render_dir }}/{{ inventory_hostname }}.lookups.json"
+        content: "{{ {'rendered': query('sglang.deploy.rendered', *templates),
+                      'template': query('ansible.builtin.template', *templates),
+                      'names': __sglang_service_files | map(attribute='dest') | map('basename') | list} | to_json }}"
+        mode: "0644"
+      vars:
+        templates: "{{ __sglang_service_files | map(attribute='template')
+                       | map('regex_replace', '^', role_templates ~ '/') | list }}"
+        role_templates: "{{ 'sglang_service' | sglang.deploy.role_dir }}/templates"
+      delegate_to: localhost
+"""
+
+
+def test_the_restart_decision_renders_what_the_deploy_writes(tmp_path: Path) -> None:
+    """sglang.deploy.rendered (the restart decision's lookup, without the builtin lookup's deep copy of every
+    variable per file) gives the bytes the template action writes, and the builtin lookup's: were they to
+    differ, every deploy would restart every server."""
+    playbook = tmp_path / "both.yml"
+    playbook.write_text(RENDER_BOTH)
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
+    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    proc = subprocess.run([command, str(playbook), "-i", "inventory/example", "-e", f"render_dir={tmp_path}",
+                           "-e", "hicache_ratio=2.0"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lookups = json.loads((tmp_path / "gpu-node-1.lookups.json").read_text())
+    assert lookups["names"] == list(FILES)
+    written = [(tmp_path / "gpu-node-1" / name).read_text() for name in FILES]
+    assert lookups["rendered"] == written
+    assert lookups["template"] == written
