@@ -227,8 +227,9 @@ from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
 
 # The facts use the first six; the driver's stamp records this very query (roles/nvidia_driver/vars/main.yml,
-# __nvidia_driver_manifest.commands), so one nvidia-smi call, and one initialisation of NVML on every GPU,
-# serves both (Answers).
+# __nvidia_driver_manifest.commands), so one nvidia-smi call serves both (Answers). On a host whose GPUs are not
+# kept initialised (persistence mode off), every call initialises each GPU again: "order of 1-3 second" per GPU
+# by NVIDIA's Driver Persistence guide (docs.nvidia.com/deploy/driver-persistence, Overview).
 GPU_FIELDS = ("index", "name", "memory.total", "compute_cap", "compute_mode", "pci.bus_id", "persistence_mode", "uuid",
               "driver_version")
 APP_FIELDS = ("pid", "process_name", "used_memory")
