@@ -78,8 +78,10 @@ def run(module: AnsibleModule, command: str, args: t.Sequence[str]) -> Answer:
     return Answer(rc, out, "" if rc == 0 else ((out + err).strip() or f"exit status {rc}"))
 
 
-def query(module: AnsibleModule, command: str, fields: t.Sequence[str], what: str = "gpu",
-          strict: bool = True) -> tuple[Answer, list[dict[str, str]]]:
-    """Run a CSV query and read its rows (none when it failed); ValueError from :func:`parse_csv`."""
-    answer = run(module, command, query_args(fields, what))
+def query(module: AnsibleModule, command: str, fields: t.Sequence[str], what: str = "gpu", strict: bool = True,
+          ask: t.Callable[[list[str]], Answer] | None = None) -> tuple[Answer, list[dict[str, str]]]:
+    """Run a CSV query and read its rows (none when it failed); ValueError from :func:`parse_csv`. ``ask``
+    answers the query's arguments instead of :func:`run` (a caller that keeps the answers of its calls)."""
+    args = query_args(fields, what)
+    answer = ask(args) if ask else run(module, command, args)
     return answer, parse_csv(answer.out, fields, strict) if answer.ok else []

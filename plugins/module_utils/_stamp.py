@@ -200,9 +200,8 @@ def observe(manifest: dict[str, list[t.Any]], run: Run,
 
 def _known_or_asked(names: t.Sequence[str], known: dict[str, str] | None,
                     ask: t.Callable[[t.Sequence[str], Run], dict[str, str]], run: Run) -> dict[str, str]:
-    if known is not None and all(name in known for name in names):
-        return {name: known[name] for name in names}
-    return ask(names, run)
+    """The states of names: from ``known`` (which holds every one of them) when given, else asked for."""
+    return {name: known[name] for name in names} if known is not None else ask(names, run)
 
 
 def drift(recorded: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> list[str]:

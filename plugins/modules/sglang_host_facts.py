@@ -277,9 +277,8 @@ def gpus(module: AnsibleModule, nvidia_smi: str, answers: Answers | None = None)
     driver phase) gives no facts and a note: the plan then uses the inventory's values, and the
     driver role checks the GPUs once the driver runs."""
     answers = answers or Answers(module, nvidia_smi)
-    answer = answers.ask(smi.query_args(GPU_FIELDS))
     try:
-        rows = smi.parse_csv(answer.out, GPU_FIELDS) if answer.ok else []
+        answer, rows = smi.query(module, nvidia_smi, GPU_FIELDS, ask=answers.ask)
     except ValueError as exc:
         answer, rows = smi.Answer(1, "", str(exc)), []
     if not answer.ok:
