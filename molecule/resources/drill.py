@@ -4,6 +4,7 @@ against the scenario's inventory, as a user does. Each run's whole output is kep
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,9 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 LOGS = PROJECT / ".cache" / "drill-logs" / os.environ.get("MOLECULE_SCENARIO_NAME", "scenario")
 shutil.rmtree(LOGS, ignore_errors=True)  # this verify run's logs only
+# A failed task's result line: "fatal: [host]: FAILED! => {...}" or, in a loop, "failed: [host] (item=...) => {...}".
+FAILED_RESULT = re.compile(r"^(?:fatal|failed): \[[^\]]+\].*? => (\{.*\})$", re.MULTILINE)
+_last_log: list[Path] = []
 
 
 def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
@@ -30,11 +34,35 @@ def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
     log = LOGS / f"{len(list(LOGS.glob('*.log'))) + 1:03d}-{Path(name).stem}.log"
     log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
     print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s  (output: {log.relative_to(PROJECT)})")
+    _last_log[:] = [log]
     return proc.returncode, proc.stdout + proc.stderr, seconds
+
+
+def failed_messages(output: str, limit: int = 700) -> list[str]:
+    """The messages of the tasks that failed in a run, in order, each cut at its journal excerpt and at
+    ``limit`` characters (the output's end, which why() adds, still holds the excerpt)."""
+    messages = []
+    for match in FAILED_RESULT.finditer(output):
+        try:
+            result = json.loads(match.group(1))
+        except ValueError:
+            continue
+        text = str(result.get("msg") or result.get("stderr") or "")
+        messages.append(text.split("\n--- journal", 1)[0][:limit])
+    return messages
+
+
+def why(output: str) -> str:
+    """An assertion message for a run that did not do what a drill expected: why its tasks failed first
+    (a CI summary shows only the start of a message), then the output's end, then where the whole
+    output is kept."""
+    causes = "\n".join(f"FAILED TASK {index}: {text}" for index, text in enumerate(failed_messages(output), 1))
+    where = f"\n(whole output: {_last_log[0].relative_to(PROJECT)})" if _last_log else ""
+    return f"{causes or 'no task failed'}\n--- end of the output ---\n{output[-3000:]}{where}"
 
 
 def recap(output: str, host: str) -> dict[str, int]:
     """The host's counts (ok, changed, failed, ...) from the last PLAY RECAP of a playbook's output."""
     match = re.search(rf"{re.escape(host)}\s*:\s*(.*)", output.rsplit("PLAY RECAP", maxsplit=1)[-1])
-    assert match, output[-3000:]
+    assert match, why(output)
     return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}

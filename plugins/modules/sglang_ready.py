@@ -587,6 +587,10 @@ class Waiter:
             raise self.fail("does not exist")
         if not self.followed:
             if not invocation or invocation == self.previous:
+                # A start systemd refuses keeps the stopped invocation's ID (tests/fixtures/systemd): no grace.
+                if state.get("ActiveState") == "failed" and state.get("Result") == "start-limit-hit":
+                    raise self.fail("was not started: systemd refused the start as one too many within "
+                                    "StartLimitIntervalSec= (StartLimitBurst=, Result=start-limit-hit)")
                 if state.get("ActiveState") in ("inactive", "failed") and \
                         self.clock.time() - self.started > self.p["start_grace"]:
                     raise self.fail(f"did not start (state {state.get('ActiveState')})")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
-from drill import recap, run_playbook
+from drill import recap, run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 
@@ -180,12 +180,12 @@ def task_results(output: str, task: str) -> list[str]:
 def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
     before = show(host, "InvocationID", "MainPID", "NRestarts")
     rc, out, seconds = deploy("-e", "hicache_ratio=2.0")
-    assert rc == 0, out[-3000:]
-    assert recap(out, "sglang-molecule-default")["changed"] == 0, out[-3000:]
+    assert rc == 0, why(out)
+    assert recap(out, "sglang-molecule-default")["changed"] == 0, why(out)
     after = show(host, "InvocationID", "MainPID", "NRestarts")
     assert after == before
     # The install roles found the host as they left it (their stamps): the install play had no host.
-    assert play_has_no_hosts(out, INSTALL_PLAY), out[-3000:]
+    assert play_has_no_hosts(out, INSTALL_PLAY), why(out)
     assert "runs on sglang-molecule-default" not in out
     print(f"MEASURED no-op deploy wall time: {seconds:.1f} s, {recap(out, 'sglang-molecule-default')}; "
           f"systemctl show before={before} after={after}")
@@ -198,26 +198,26 @@ def test_a_host_that_moved_since_the_last_deploy_is_put_back_and_says_why(host: 
     original, running = host.file(pin).content_string, show(host, "InvocationID")
     host.check_output(f"echo '# edited by hand' >> {pin} && apt-mark unhold nvidia-modprobe")
     rc, out, _seconds = deploy("-e", "hicache_ratio=2.0")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert re.search(rf"nvidia_driver runs on sglang-molecule-default: the host moved since it last converged "
                      rf"here: path {pin}: file 0644 0:0 sha256:\w+ -> file 0644 0:0 sha256:\w+; "
-                     r"package nvidia-modprobe: [^ ]+ hi -> [^ ]+ ii", out), out[-3000:]
+                     r"package nvidia-modprobe: [^ ]+ hi -> [^ ]+ ii", out), why(out)
     assert task_results(out, "sglang_stack : Install the stack") == ["skipping: [sglang-molecule-default]"]
     assert host.file(pin).content_string == original
     assert "nvidia-modprobe" in host.check_output("apt-mark showhold").split()
     assert show(host, "InvocationID") == running
     rc, out, _seconds = deploy("-e", "hicache_ratio=2.0")
-    assert rc == 0 and recap(out, "sglang-molecule-default")["changed"] == 0, out[-3000:]
-    assert play_has_no_hosts(out, INSTALL_PLAY), out[-3000:]
+    assert rc == 0 and recap(out, "sglang-molecule-default")["changed"] == 0, why(out)
+    assert play_has_no_hosts(out, INSTALL_PLAY), why(out)
 
 
 def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:
     digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
     rc, out, _seconds = deploy("--check", "--diff", "-e", "hicache_ratio=4.0")
-    assert rc == 0, out[-3000:]
-    assert "-    --hicache-ratio 2.0 \\" in out and "+    --hicache-ratio 4.0 \\" in out, out[-3000:]
+    assert rc == 0, why(out)
+    assert "-    --hicache-ratio 2.0 \\" in out and "+    --hicache-ratio 4.0 \\" in out, why(out)
     # The plan is calibrated from what the converged start measured (HiCache does not change it).
-    assert "calibrated from the start of" in out and "on this host" in out, out[-3000:]
+    assert "calibrated from the start of" in out and "on this host" in out, why(out)
     assert files_digest(host) == digest
     assert show(host, "InvocationID", "MainPID") == before
 
@@ -225,7 +225,7 @@ def test_check_diff_shows_the_change_and_changes_nothing(host: Any) -> None:
 def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     before, started_before = show(host, "InvocationID"), starts(host)
     rc, out, seconds = deploy("-vvv", "-e", "hicache_ratio=3.0")  # as verbose as Ansible gets:
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert API_KEY not in out  # the API key never shows, not even in module arguments or results
     assert "--hicache-ratio 3.0" in host.file(UNIT_PATH).content_string
     assert show(host, "InvocationID") != before
@@ -244,12 +244,12 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     # (the only line when the load ended before the first poll, as it can on a fast or a busy machine).
     assert "loading weights" in [phase["phase"] for phase in record["phases"]], record["phases"]
     progress = re.findall(r"\[sglang-molecule-default\] sglang-kimi.service: ([a-zA-Z ]+?)(?: \d+%.*?)?, \d+ s", out)
-    assert progress, "no progress was shown while waiting:\n" + out[-3000:]
+    assert progress, "no progress was shown while waiting:\n" + why(out)
     ready = re.search(r"ready after ([\d.]+) s.*?fired up\\\" log line came ([\d.]+) s before", out)
-    assert ready, out[-3000:]
+    assert ready, why(out)
     # The load's phases, and the budget from the last recorded load (converge's) of the same model.
-    assert re.search(r"load [\d]+ s: .*weights [\d]+ s.*SGLang read the weights in", out), out[-3000:]
-    assert "readiness budget 120 s, configured, which covers the load of " in out, out[-3000:]
+    assert re.search(r"load [\d]+ s: .*weights [\d]+ s.*SGLang read the weights in", out), why(out)
+    assert "readiness budget 120 s, configured, which covers the load of " in out, why(out)
     print(f"MEASURED change deploy wall time {seconds:.1f} s; progress lines seen {progress}; "
           f"wait {ready.group(1)} s; 'fired up' line -> readiness module returned: {ready.group(2)} s")
 
@@ -277,7 +277,7 @@ def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str
     digest, before = files_digest(host), show(host, "InvocationID", "MainPID")
     rc, out, _seconds = deploy(*extra)
     assert rc != 0
-    assert f"{variable}" in out and "allowed" in out and "nothing was changed" in out, out[-3000:]
+    assert f"{variable}" in out and "allowed" in out and "nothing was changed" in out, why(out)
     assert files_digest(host) == digest
     assert show(host, "InvocationID", "MainPID") == before
 
@@ -290,9 +290,9 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     crash_env = json.dumps({"sglang_env": dict(SANDBOX_ENV, SGLANG_SIM_FAULT="crash_at=40")})
     rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", crash_env)
     assert rc != 0
-    assert "crashed during start" in out, out[-3000:]
-    assert "made no progress for" not in out and "was not ready within" not in out, out[-3000:]
-    assert "--- journal of the invocation ---" in out and "CUDA error" in out, out[-3000:]
+    assert "crashed during start" in out, why(out)
+    assert "made no progress for" not in out and "was not ready within" not in out, why(out)
+    assert "--- journal of the invocation ---" in out and "CUDA error" in out, why(out)
     # From the crash (systemd's log line) to the end of the play.
     crashed_at = float(host.check_output(
         f"journalctl -u {UNIT} -o json --no-pager | grep -m1 'Main process exited, code=exited' "
@@ -302,7 +302,7 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     # play fails once the rollback to the last good configuration is serving again.
     rescued = re.search(r"TASK \[sglang_service : Remember why the new configuration failed\][^\n]*\n"
                         r"(\w+ \d+ \w+ \d{4}\s+\d\d:\d\d:\d\d)", out)
-    assert rescued, out[-3000:]
+    assert rescued, why(out)
     detected_at = time.mktime(time.strptime(rescued.group(1).split(None, 1)[1], "%d %B %Y %H:%M:%S"))
     detected_at -= time.timezone  # profile_tasks prints UTC (+0000)
     print(f"MEASURED crash during load -> detected (rescue began): {detected_at - crashed_at:.1f} s "
@@ -322,8 +322,8 @@ def test_a_new_mem_fraction_is_planned_from_the_recorded_start_and_the_server_al
     the inventory's checkpoint size / TP, so an uncalibrated plan would be far off."""
     before = json.loads(host.file(OBSERVED).content_string)
     rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", "sglang_mem_fraction_static=0.88")
-    assert rc == 0, out[-3000:]
-    assert "calibrated from the start of " + before["recorded_at"] + " on this host" in out, out[-3000:]
+    assert rc == 0, why(out)
+    assert "calibrated from the start of " + before["recorded_at"] + " on this host" in out, why(out)
     planned = int(re.search(r"GPU KV pool, per rank +([\d,]+) tokens", out).group(1).replace(",", ""))
     record = json.loads(host.file(OBSERVED).content_string)
     assert record["invocation_id"] != before["invocation_id"]

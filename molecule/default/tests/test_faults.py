@@ -15,7 +15,7 @@ from typing import Any
 
 import testinfra.utils.ansible_runner
 import yaml
-from drill import run_playbook
+from drill import run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 
@@ -51,10 +51,10 @@ def test_hang_during_load_fails_at_its_phase_stall_bound_and_rolls_back(host: An
     print(f"MEASURED hang drill: no progress detected after {failed_after.group(2) if failed_after else '?'} s of "
           f"the wait (stall bound 30 s, budget 120 s); the play, rollback included, failed after {seconds:.1f} s")
     assert rc != 0
-    assert "was not ready within" not in out, out[-3000:]
+    assert "was not ready within" not in out, why(out)
     assert re.search(r"made no progress for 3\d s while loading weights 4\d% \(\d+/64 shards\) \(stall bound "
                      r"sglang_service_stall_timeouts.loading_weights = 30 s\); last progress line: "
-                     r"'Multi-thread loading shards:  4\d% Completed", out), out[-3000:]
+                     r"'Multi-thread loading shards:  4\d% Completed", out), why(out)
     assert f"ROLLOUT STOPPED at {HOST}" in out and "rolled back" in out
     assert host.check_output(f"sha256sum {FILES}") == before
     assert serving(host)
@@ -70,7 +70,7 @@ def test_crash_after_ready_is_restarted_by_systemd_and_counted(host: Any) -> Non
     assert after["NRestarts"] == str(int(before["NRestarts"]) + 1) and after["MainPID"] != before["MainPID"]
     assert serving(host)
     rc, out, _seconds = run_playbook("playbooks/status.yml", "-e", "status_json=/tmp/faults-status.json")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     rows = json.loads(Path("/tmp/faults-status.json").read_text())
     assert rows[0]["restarts"] == 1 and rows[0]["healthy"], rows
     # The pool the last start allocated (recorded by the readiness waiter at converge; a crash restart is not
@@ -108,7 +108,7 @@ def test_a_stale_gpu_process_refuses_the_start_and_nothing_is_killed(host: Any) 
         before = host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID")
         rc, out, _seconds = run_playbook("deploy.yml", "-e", "hicache_ratio=3.0")
         assert rc != 0
-        assert f"holds a GPU: PID {stale}" in out and "nothing was changed" in out, out[-3000:]
+        assert f"holds a GPU: PID {stale}" in out and "nothing was changed" in out, why(out)
         assert (host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID")) == before
         assert host.run(f"kill -0 {stale}").rc == 0, "the stale process was killed"
     finally:
@@ -131,7 +131,7 @@ def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
     slow the machine, and can only finish while the old server drains."""
     rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.2",
                                      *fault("hold_until_sigterm=1000"))
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     result: dict[str, Any] = {}
 
     def long_request() -> None:
@@ -149,12 +149,35 @@ def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
     old = show(host, "InvocationID")["InvocationID"]
     rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")
     thread.join(timeout=300)
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert json.loads(result["out"])["meta_info"]["completion_tokens"] == 2000
     drained = host.check_output(f"journalctl _SYSTEMD_INVOCATION_ID={old} --no-pager -o cat "
                                 "| grep -c 'Gracefully exiting' || true")
     assert int(drained) >= 1
     assert show(host, "InvocationID")["InvocationID"] != old and serving(host)
+
+
+def test_a_deploy_starts_a_server_that_systemd_stopped_at_its_start_limit(host: Any) -> None:
+    """systemd counts every start against StartLimitBurst=3 in StartLimitIntervalSec=3600, by hand or by
+    Restart=, and refuses the one over it (tests/fixtures/systemd/start-limit.yml). Restarts by hand use the
+    limit up until systemd refuses one and the server is down; the next deploy, with nothing to change,
+    starts it. On this systemd (252) a daemon-reload would clear the count too, but the deploy does not
+    reload a unit it did not change: only its reset-failed lets the start through, as on 255 and later,
+    where a daemon-reload keeps the count."""
+    for _attempt in range(5):  # three are allowed since the last deploy's daemon-reload, its own start included
+        host.run(f"systemctl restart {UNIT}")
+        if show(host, "Result")["Result"] == "start-limit-hit":
+            break
+    assert show(host, "ActiveState", "Result") == {"ActiveState": "failed", "Result": "start-limit-hit"}
+    assert not serving(host)
+    since = host.check_output("date '+%Y-%m-%d %H:%M:%S'")
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")  # as it is
+    assert rc == 0, why(out)
+    assert f"{UNIT} is failed: it will be started" in out, why(out)
+    reloads = host.check_output(f"journalctl _PID=1 --since '{since}' --no-pager -o cat | grep -c '^Reloading' || true")
+    assert reloads == "0", f"the deploy ran daemon-reload {reloads} times: this drill would not show reset-failed"
+    assert show(host, "ActiveState", "Result") == {"ActiveState": "active", "Result": "success"}
+    assert serving(host)
 
 
 # ---- the pre-restart probe: a change the new configuration cannot serve is refused before anything stops ---
@@ -174,7 +197,7 @@ def probe_drill(host: Any, setup: str, undo: str, expected: str, *extra: str) ->
     probe_seconds = re.search(r"probe of sglang-kimi.service \(([\d.]+) s", out)
     print(f"MEASURED probe drill ({expected}): the probe took {probe_seconds.group(1) if probe_seconds else '?'} s; "
           f"the play refused after {seconds:.1f} s: {refusal.group(1)[:300] if refusal else '?'}")
-    assert rc != 0 and refusal, out[-3000:]
+    assert rc != 0 and refusal, why(out)
     assert expected in refusal.group(1), refusal.group(1)
     assert "Nothing was changed and nothing stopped" in out
     assert "router: removed" not in out and "Restart without blocking" not in out
@@ -223,7 +246,7 @@ def test_a_failing_pre_restart_hook_leaves_the_server_untouched(host: Any, tmp_p
     rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=3.3",
                                      "-e", json.dumps({"sglang_service_pre_restart_hooks": [str(hook)]}))
     assert rc != 0
-    assert f"ROLLOUT STOPPED at {HOST} before its files changed" in out, out[-3000:]
+    assert f"ROLLOUT STOPPED at {HOST} before its files changed" in out, why(out)
     assert "the load balancer refused the drain" in out and "rolled back" not in out
     assert (host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID", "NRestarts")) == before
     assert serving(host)

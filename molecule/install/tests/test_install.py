@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
-from drill import recap, run_playbook
+from drill import recap, run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 HOST = "sglang-molecule-install"
@@ -188,7 +188,7 @@ def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expect
     rc, out, _seconds = play(*extra)
     assert rc != 0
     for text in expected:
-        assert text in out, out[-3000:]
+        assert text in out, why(out)
     assert recap(out, HOST)["changed"] == 0
     assert digests(host) == before and invocation(host) == running
 
@@ -202,12 +202,12 @@ def test_secure_boot_with_unsigned_module_refused(host: Any) -> None:
         before = digests(host)
         rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always")
         assert rc != 0
-        assert "Secure Boot is enabled" in out and "mokutil --sb-state: SecureBoot enabled" in out, out[-3000:]
+        assert "Secure Boot is enabled" in out and "mokutil --sb-state: SecureBoot enabled" in out, why(out)
         assert "Nothing was changed" in out and recap(out, HOST)["changed"] == 0
         assert digests(host) == before
         rc, out, _seconds = play("--tags", "nvidia_driver_preflight", "--skip-tags", "always",
                                  "-e", "nvidia_driver_module_signed=true")  # signed another way
-        assert rc == 0 and recap(out, HOST)["changed"] == 0, out[-3000:]
+        assert rc == 0 and recap(out, HOST)["changed"] == 0, why(out)
     finally:
         host.check_output("rm -f /usr/local/bin/mokutil")
 
@@ -216,10 +216,10 @@ def test_signing_key_with_another_fingerprint_refused(host: Any) -> None:
     rc, out, _seconds = play("--tags", "nvidia_driver_repo", "--skip-tags", "always",
                              "-e", "nvidia_driver_repo_key_fingerprint=" + "0" * 40)
     assert rc != 0
-    assert "not nvidia_driver_repo_key_fingerprint 0000000000000000000000000000000000000000" in out, out[-3000:]
+    assert "not nvidia_driver_repo_key_fingerprint 0000000000000000000000000000000000000000" in out, why(out)
     assert not host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists  # removed, apt never trusted it
     rc, out, _seconds = play("--tags", "nvidia_driver_repo", "--skip-tags", "always")  # downloaded again, trusted
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert host.file("/etc/apt/keyrings/nvidia-cuda.asc").exists
 
 
@@ -229,11 +229,11 @@ def test_post_install_check_fails_when_nvidia_smi_reports_7_gpus(host: Any) -> N
         # The driver role's own check (deploy.yml's host preflight, tagged always, refuses it too).
         rc, out, _seconds = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
         assert rc != 0
-        assert "nvidia-smi reports 7 GPUs, nvidia_driver_gpu_count expects 8" in out, out[-3000:]
+        assert "nvidia-smi reports 7 GPUs, nvidia_driver_gpu_count expects 8" in out, why(out)
     finally:
         host.check_output(f"rm -f {SMI_CONFIG}")
     rc, out, _seconds = play("--tags", "nvidia_driver_verify", "--skip-tags", "always")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert "8 x NVIDIA RTX PRO 6000 Blackwell Server Edition, compute capability 12.0" in out
 
 
@@ -243,7 +243,7 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
         before, running = digests(host), invocation(host)
         rc, out, _seconds = play("--tags", "weights,service", "-e", "hicache_ratio=3.0")  # would restart the server
         assert rc != 0
-        assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, out[-3000:]
+        assert f"{SHARD}: short, 4116 bytes but its header declares 4216" in out, why(out)
         # The play stopped at the weights: nothing of the service ran after the failed verification (the
         # validation play, which also checks the service settings, comes before it).
         after_weights = out[out.rindex("TASK [sglang_weights"):]
@@ -252,14 +252,14 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
     finally:
         host.check_output(f"mv /root/shard.bak {SHARD}")
     rc, out, _seconds = play("--tags", "weights")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
 
 
 def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None:
     # --check --diff first: shows the new pin and the packages it would install, changes nothing.
     before = digests(host)
     rc, out, _seconds = play(*DRIVER_ONLY, "--check", "--diff", "-e", f"nvidia_driver_version={NEWER}")
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert f"+Pin: version {NEWER}-*" in out and f"Would install nvidia-driver-cuda={NEWER}-*" in out
     assert digests(host) == before and dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
     rc, out, _seconds = play(*DRIVER_ONLY, "-e", f"nvidia_driver_version={NEWER}")
@@ -268,7 +268,7 @@ def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None
     assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{NEWER}-1")
     assert sorted(host.check_output("apt-mark showhold").split()) == DRIVER_PACKAGES
     assert "RUNNING HANDLER [nvidia_driver : Reboot for the driver" in out
-    assert "reboot skipped because nvidia_driver_container is true" in out, out[-3000:]
+    assert "reboot skipped because nvidia_driver_container is true" in out, why(out)
     assert rc != 0 and f"the running driver is {VERSION} (nvidia-smi (nvidia_driver_container)) but {NEWER}" in out
     show_apt(host, f"after the pin change to {NEWER}")
     # The "reboot": the fake nvidia-smi now reports the new driver. Nothing left to change.
@@ -278,7 +278,7 @@ def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None
     # Back to the inventory's version (a downgrade), with the "reboot" done up front.
     host.check_output(f"rm -f {SMI_CONFIG}")
     rc, out, _seconds = play(*DRIVER_ONLY)
-    assert rc == 0, out[-3000:]
+    assert rc == 0, why(out)
     assert "RUNNING HANDLER [nvidia_driver : Reboot for the driver" in out
     assert dpkg_versions(host) == dict.fromkeys(DRIVER_PACKAGES, f"{VERSION}-1")
     assert sorted(host.check_output("apt-mark showhold").split()) == DRIVER_PACKAGES

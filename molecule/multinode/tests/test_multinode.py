@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 import testinfra.utils.ansible_runner
-from drill import run_playbook
+from drill import run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 
@@ -47,6 +47,6 @@ def test_a_change_restarts_the_group_as_one_unit() -> None:
     before = {name: invocation(name) for name in HOSTS}
     rc, out, seconds = run_playbook("deploy.yml", "-e", "hicache_ratio=3.0")
     print(f"MEASURED multi-node group change: {seconds:.1f} s, rc={rc}")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert all(invocation(name) != before[name] for name in HOSTS)
     assert http("sglang-multinode-a", "/health_generate") == "200"

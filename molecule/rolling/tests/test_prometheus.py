@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
-from drill import run_playbook
+from drill import run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -112,7 +112,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     extra = [arg for key, value in SCALED.items() for arg in ("-e", f"{key}={value}")]
     rc, output, _seconds = run_playbook("playbooks/prometheus.yml", "-e", f"sglang_monitoring_output_dir={out}",
                                         *extra)
-    assert rc == 0, output[-3000:]
+    assert rc == 0, why(output)
     assert "checked by promtool" in output
     (out / "prometheus.yml").write_text(CONFIG % {"here": HERE})
     binary = shutil.which("prometheus")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import testinfra.utils.ansible_runner
-from drill import recap, run_playbook
+from drill import recap, run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -194,7 +194,7 @@ def test_change_rolls_across_the_servers_without_a_failed_request(host: Any, tmp
     rows = timeline(load, since)
     print_timeline(rows, since)
     print(f"MEASURED roll of 3 servers: {seconds:.1f} s wall")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert summary["failed"] == 0 and summary["sent"] > 100, summary
     assert summary["min_healthy"] >= 2, summary
     for name in WORKERS:
@@ -216,8 +216,8 @@ def test_a_crashing_change_is_rolled_back_and_stops_the_rollout(host: Any, tmp_p
     print_timeline(timeline(load, since), since)
     print(f"MEASURED fault drill: play failed after {seconds:.1f} s")
     assert rc != 0
-    assert "ROLLOUT STOPPED at sglang-rolling-2" in out, out[-4000:]
-    assert "rolled back to the last good configuration" in out and "CUDA error" in out, out[-4000:]
+    assert "ROLLOUT STOPPED at sglang-rolling-2" in out, why(out)
+    assert "rolled back to the last good configuration" in out and "CUDA error" in out, why(out)
     assert "--hicache-ratio 4.0" in on("sglang-rolling-1").file(UNIT_PATH).content_string
     assert digest("sglang-rolling-2") == before["sglang-rolling-2"], "not restored byte for byte"
     assert healthy("sglang-rolling-2")
@@ -230,7 +230,7 @@ def test_a_crashing_change_is_rolled_back_and_stops_the_rollout(host: Any, tmp_p
 
 def test_rollback_playbook_undoes_the_last_rollout_on_one_server(host: Any) -> None:
     rc, out, _seconds = run_playbook("playbooks/rollback.yml", "-l", "sglang-rolling-1")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     unit = on("sglang-rolling-1").file(UNIT_PATH).content_string
     assert "--hicache-ratio 3.0" in unit and "--hicache-ratio 4.0" not in unit
     assert digest("sglang-rolling-1") == digest("sglang-rolling-3"), "not the previous configuration byte for byte"
@@ -266,8 +266,8 @@ def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_p
     rows = timeline(load, since)
     print_timeline(rows, since)
     print(f"MEASURED rolling reboot of 2 of 3 servers under load: {seconds:.1f} s wall")
-    assert rc == 0, out[-4000:]
-    assert "REBOOT PLAN: 2 servers reboot in 2 batches" in out and f"not drained: {untouched}" in out, out[-4000:]
+    assert rc == 0, why(out)
+    assert "REBOOT PLAN: 2 servers reboot in 2 batches" in out and f"not drained: {untouched}" in out, why(out)
     assert summary["failed"] == 0 and summary["sent"] > 100, summary
     assert summary["min_healthy"] >= 2, summary
     for name in rebooting:
@@ -282,8 +282,8 @@ def test_pending_reboots_roll_through_the_drain_path_under_load(host: Any, tmp_p
     # Nothing pending any more: nothing reboots, nothing changes.
     booted = {name: boot_id(name) for name in WORKERS}
     rc, out, _seconds = run_playbook("playbooks/reboot.yml")
-    assert rc == 0 and "REBOOT PLAN: no server reboots" in out, out[-4000:]
-    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), out[-4000:]
+    assert rc == 0 and "REBOOT PLAN: no server reboots" in out, why(out)
+    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), why(out)
     assert {name: boot_id(name) for name in WORKERS} == booted
 
 
@@ -352,9 +352,9 @@ def test_a_driver_bump_rolls_host_by_host_through_the_drain_path_under_load(host
     rows = maintenance_timeline(load, since)
     print_timeline(rows, since)
     print(f"MEASURED rolling driver bump {OLD_DRIVER} -> {NEW_DRIVER} of 3 servers under load: {seconds:.1f} s wall")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     plan = re.search(r"ROLLOUT PLAN: [^\"]*", out)
-    assert plan, out[-4000:]
+    assert plan, why(out)
     print(f"PLAN {plan.group(0)}")
     assert "3 servers restart in 3 batches" in plan.group(0)
     for name in WORKERS:
@@ -370,8 +370,8 @@ def test_a_driver_bump_rolls_host_by_host_through_the_drain_path_under_load(host
     # Nothing left to change: nothing reboots, nothing restarts, nothing changes.
     booted = {name: (boot_id(name), invocation(name)) for name in WORKERS}
     rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED, "-e", f"nvidia_driver_version={NEW_DRIVER}")
-    assert rc == 0 and "ROLLOUT PLAN: no server restarts" in out, out[-4000:]
-    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), out[-4000:]
+    assert rc == 0 and "ROLLOUT PLAN: no server restarts" in out, why(out)
+    assert all(recap(out, name)["changed"] == 0 for name in WORKERS), why(out)
     assert {name: (boot_id(name), invocation(name)) for name in WORKERS} == booted
 
 
@@ -394,7 +394,7 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     print(f"MEASURED driver failure drill: play failed after {seconds:.1f} s")
     assert rc != 0
     stopped = re.search(r"ROLLOUT STOPPED at sglang-rolling-2 during its maintenance.*?shows the host\.", out, re.S)
-    assert stopped, out[-4000:]
+    assert stopped, why(out)
     print(f"STOPPED {stopped.group(0)}")
     assert "no NVIDIA driver is running" in stopped.group(0)
     assert drivers("sglang-rolling-1") == (OLD_DRIVER, OLD_DRIVER) and healthy("sglang-rolling-1")
@@ -409,7 +409,7 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     # While its driver does not run, the host cannot be planned: deploy.yml refuses, naming why.
     rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED)
     assert rc != 0 and "sglang-rolling-2: the SGLang configuration is refused, nothing was changed" in out
-    assert "nvidia-smi did not answer" in out, out[-4000:]
+    assert "nvidia-smi did not answer" in out, why(out)
 
     # Mended (the module loads again): rebooted through the drain path, the second host serves the old driver
     # and is back in the router; then deploy.yml checks its driver and rolls the third back.
@@ -417,15 +417,15 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     load = Load(tmp_path / "rerun")
     rc, out, seconds = run_playbook("playbooks/reboot.yml", "-l", "sglang-rolling-2",
                                     "-e", "sglang_service_reboot_force=true")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert drivers("sglang-rolling-2") == (OLD_DRIVER, OLD_DRIVER)
     assert [url for url, _healthy in listed(host)] == [f"http://{name}:30000" for name in WORKERS]
     rc, out, more = run_playbook("deploy.yml", *AS_DEPLOYED)
     summary = load.finish()
     print_timeline(maintenance_timeline(load, since), since)
     print(f"MEASURED recovery after the drill: reboot {seconds:.1f} s, then the rollout {more:.1f} s")
-    assert rc == 0, out[-4000:]
-    assert f"batch 1: sglang-rolling-3 (driver {NEW_DRIVER} -> {OLD_DRIVER}; REBOOTS)" in out, out[-4000:]
+    assert rc == 0, why(out)
+    assert f"batch 1: sglang-rolling-3 (driver {NEW_DRIVER} -> {OLD_DRIVER}; REBOOTS)" in out, why(out)
     assert {name: drivers(name) for name in WORKERS} == dict.fromkeys(WORKERS, (OLD_DRIVER, OLD_DRIVER))
     assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
     assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
@@ -438,8 +438,8 @@ def test_a_pending_kernel_reboot_rolls_with_deploy_only_when_allowed(host: Any, 
     on(name).check_output(f"echo '*** System restart required ***' > /run/reboot-required && "
                           f"echo {kernel} > /run/reboot-required.pkgs")
     rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED)
-    assert rc == 0 and f"{name} (reboot pending ({kernel}): left for playbooks/reboot.yml)" in out, out[-4000:]
-    assert all(recap(out, worker)["changed"] == 0 for worker in WORKERS), out[-4000:]
+    assert rc == 0 and f"{name} (reboot pending ({kernel}): left for playbooks/reboot.yml)" in out, why(out)
+    assert all(recap(out, worker)["changed"] == 0 for worker in WORKERS), why(out)
     boots = {worker: boot_id(worker) for worker in WORKERS}
     since = time.time()
     load = Load(tmp_path)
@@ -448,8 +448,8 @@ def test_a_pending_kernel_reboot_rolls_with_deploy_only_when_allowed(host: Any, 
     rows = timeline(load, since)
     print_timeline(rows, since)
     print(f"MEASURED pending kernel reboot of one server through deploy.yml under load: {seconds:.1f} s wall")
-    assert rc == 0, out[-4000:]
-    assert f"batch 1: {name} (reboot pending ({kernel}); REBOOTS)" in out, out[-4000:]
+    assert rc == 0, why(out)
+    assert f"batch 1: {name} (reboot pending ({kernel}); REBOOTS)" in out, why(out)
     assert boot_id(name) != boots[name] and not on(name).file("/run/reboot-required").exists
     assert [boot_id(worker) for worker in WORKERS[:2]] == [boots[worker] for worker in WORKERS[:2]]
     assert_one_at_a_time(rows, [name])
@@ -495,7 +495,7 @@ def test_a_router_restarted_in_the_middle_of_a_roll_is_waited_for_and_the_roll_g
     failed = load.failures
     print(f"MEASURED requests failed while the router was down: {summary['failed']} of {summary['sent']} "
           f"({failed or 'none'})")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert len(restarted) == 1, journal
     # The launcher registered, after the restart, only the servers the roll had left in the router.
     registered = [message for t, message in journal if t >= restarted[0] and "registered http" in message]
@@ -547,7 +547,7 @@ def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_rou
     assert rc != 0
     stopped = re.search(rf"ROLLOUT STOPPED at {second}: it became unreachable during its turn"
                         r".*?run the playbook again\.", out, re.S)
-    assert stopped and "It had left the routers and stays out of them" in stopped.group(0), out[-4000:]
+    assert stopped and "It had left the routers and stays out of them" in stopped.group(0), why(out)
     print(f"STOPPED {stopped.group(0)}")
     assert "--hicache-ratio 3.5" in on("sglang-rolling-1").file(UNIT_PATH).content_string
     assert invocation("sglang-rolling-3") == third, "the third server was restarted"
@@ -560,7 +560,7 @@ def test_a_host_unreachable_in_its_turn_stops_the_rollout_with_it_out_of_the_rou
     rows = timeline(load, since)
     print_timeline(rows, since)
     print(f"MEASURED rerun after the pause drill: {more:.1f} s")
-    assert rc == 0, out[-4000:]
+    assert rc == 0, why(out)
     assert listed(host) == [(f"http://{name}:30000", True) for name in WORKERS]
     assert summary["failed"] == 0 and summary["min_healthy"] >= 2, summary
     # It stayed out of the router until its turn: the rerun's router play did not put it back before its

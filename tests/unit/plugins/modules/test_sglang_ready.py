@@ -124,6 +124,19 @@ def test_a_failed_unit_is_reported_with_its_result() -> None:
         sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
 
 
+def test_a_start_systemd_refuses_at_its_start_limit_fails_at_once() -> None:
+    """The real state systemd 252 shows after refusing a start (tests/fixtures/systemd): failed, result
+    start-limit-hit, and the stopped invocation's ID, the one the waiter was told to look past."""
+    text = (ROOT / "tests/fixtures/systemd/show-start-limit-hit-252.txt").read_text()
+    refused = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    fake = FakeHost([refused])
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=refused["InvocationID"]), fake, FakeClock(START)).run()
+    assert "was not started: systemd refused the start as one too many" in str(failure.value)
+    assert "Result=start-limit-hit" in str(failure.value)
+    assert fake.polls == 1  # not after the start grace
+
+
 def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
     fake = FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}])
     clock = FakeClock(START)

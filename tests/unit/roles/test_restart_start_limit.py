@@ -1,0 +1,98 @@
+"""A start the deploy chooses is never refused as a crash loop: the restart's steps, run against how each
+supported systemd counts starts (tests/fixtures/systemd/start-limit.yml, read from systemd's source)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import ROOT
+
+TASKS = ROOT / "roles/sglang_service/tasks"
+FACTS = yaml.safe_load((ROOT / "tests/fixtures/systemd/start-limit.yml").read_text())["versions"]
+BURST = 3  # sglang_service_start_limit_burst
+
+
+def tasks(name: str) -> list[dict[str, Any]]:
+    return yaml.safe_load((TASKS / name).read_text())
+
+
+def steps(restart: list[dict[str, Any]], reload: bool) -> list[str]:
+    """What restart.yml asks of systemd, in order, on a host whose unit is loaded (not check mode)."""
+    found = []
+    for task in restart:
+        argv = (task.get("ansible.builtin.command") or {}).get("argv") or []
+        service = task.get("ansible.builtin.systemd_service") or {}
+        if argv[:2] == ["systemctl", "reset-failed"]:
+            found.append("reset-failed")
+        elif service.get("state") == "restarted":
+            found += (["daemon-reload"] if reload else []) + ["start"]
+    return found
+
+
+def started(facts: dict[str, bool], sequence: list[str], used: int = BURST) -> bool:
+    """Whether the start in `sequence` is let through when `used` starts already count in the interval."""
+    count = used
+    for step in sequence:
+        cleared = {"reset-failed": facts["reset_failed_clears_count"],
+                   "daemon-reload": not facts["daemon_reload_keeps_count"]}
+        if cleared.get(step):
+            count = 0
+        elif step == "start":
+            if facts["manual_starts_count"] and count >= BURST:
+                return False
+            count += 1
+    return True
+
+
+@pytest.mark.parametrize("version", sorted(FACTS))
+@pytest.mark.parametrize("reload", [True, False])
+def test_a_restart_after_the_limit_was_used_up_is_let_through(version: str, reload: bool) -> None:
+    sequence = steps(tasks("restart.yml"), reload)
+    assert sequence.count("start") == 1 and sequence.index("reset-failed") < sequence.index("start"), sequence
+    assert started(FACTS[version], sequence)
+
+
+def test_without_reset_failed_systemd_255_refuses_it_even_after_a_daemon_reload() -> None:
+    """Why the step is there: the sequence the role had before, daemon-reload then restart."""
+    assert not started(FACTS["255"], ["daemon-reload", "start"])
+    assert started(FACTS["252"], ["daemon-reload", "start"])  # why the sandbox never showed it
+    assert not started(FACTS["252"], ["start"])  # a start of an unchanged unit, which is not reloaded
+
+
+def test_reset_failed_runs_whenever_the_restart_does() -> None:
+    """Both skip in check mode and after a boot that started the server; reset-failed also skips a unit
+    systemd does not know yet (its count starts at zero with it)."""
+    by_name = {task["name"].split(" {{")[0]: task for task in tasks("restart.yml")}
+    reset = next(task for task in by_name.values()
+                 if (task.get("ansible.builtin.command") or {}).get("argv", [])[:2] == ["systemctl", "reset-failed"])
+    assert reset["when"] == ["not ansible_check_mode and not __sglang_service_started_at_boot | default(false)",
+                             "(__sglang_service_invocation.unit | default({})).LoadState | default('') == 'loaded'"]
+
+
+def test_every_start_of_the_server_goes_through_restart_yml() -> None:
+    """The handler, the start of a server that is not running and the rollback all include restart.yml; no
+    other task of the role starts or restarts the unit."""
+    for path in sorted(TASKS.glob("*.yml")):
+        if path.name == "restart.yml":
+            continue
+        text = path.read_text()
+        assert "state: restarted" not in text and "state: started" not in text, path
+    handlers = yaml.safe_load((ROOT / "roles/sglang_service/handlers/main.yml").read_text())
+    assert [handler["ansible.builtin.include_tasks"] for handler in handlers] == ["restart.yml"]
+    assert any(task.get("ansible.builtin.include_tasks") == "restart.yml" for task in tasks("rollback.yml"))
+
+
+def test_the_fixture_covers_the_distributions_the_roles_support() -> None:
+    meta = yaml.safe_load((ROOT / "roles/sglang_service/meta/main.yml").read_text())
+    releases = {version for platform in meta["galaxy_info"]["platforms"] for version in platform["versions"]}
+    systemd = {"bookworm": "252", "jammy": "249", "noble": "255"}  # the distributions' own systemd
+    assert releases <= set(systemd) and {systemd[release] for release in releases} <= set(FACTS)
+
+
+def test_the_readme_names_the_fixture_sources() -> None:
+    readme = (ROOT / "tests/fixtures/systemd/README.md").read_text()
+    for name in (path.name for path in Path(ROOT / "tests/fixtures/systemd").iterdir() if path.name != "README.md"):
+        assert f"`{name}`" in readme, name
