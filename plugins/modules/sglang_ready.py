@@ -78,7 +78,8 @@ options:
         fails, quoting the last progress line. Keys C(starting), C(distributed_init),
         C(loading_weights) (between two shard updates), C(kv_cache), C(cuda_graphs) (between two
         captured batch sizes), C(host_kv_pool), C(warmup). A phase without a key is bounded only by
-        O(timeout). A load that is slow but moving keeps waiting.
+        O(timeout). A load that is slow but moving keeps waiting. The journal is read again before a
+        silence counts, so a poll that took long itself is not mistaken for one.
     type: dict
     default: {}
   shard_progress:
@@ -645,13 +646,20 @@ class Waiter:
             write_status(self.p["status_file"], self.status())
             if ready:
                 return self.result()
-            stalled = self.progress.stalled(self.clock.time(), self.p["stall_timeouts"] or {},
-                                            self.p["shard_progress"])
+            stalled = self.stalled()
+            if stalled:
+                # A poll may itself take long (a health request that waits its timeout, a slow systemctl): what
+                # the journal received meanwhile is read before the silence counts as a hang.
+                self.read_journal()
+                stalled = self.stalled()
             if stalled:
                 raise self.fail(stalled)
             if self.clock.time() >= deadline:
                 raise self.fail(f"was not ready within {self.p['timeout']} s (last health answer: {self.last_health})")
             self.clock.sleep(self.p["interval"])
+
+    def stalled(self) -> str | None:
+        return self.progress.stalled(self.clock.time(), self.p["stall_timeouts"] or {}, self.p["shard_progress"])
 
     def result(self) -> dict[str, Any]:
         now = self.clock.time()

@@ -252,6 +252,31 @@ def test_a_hang_in_the_weights_fails_at_its_stall_bound_not_the_budget() -> None
     assert 316 + 300 <= clock.now - 1_000 <= 316 + 300 + 2 * 5  # the last shard at +316 s, then the bound
 
 
+class SlowHealth(ScriptedJournal):
+    """The unit is active from the start and each health request takes `seconds` before it is refused."""
+
+    def __init__(self, lines: list[tuple[float, str]], clock: FakeClock, seconds: float) -> None:
+        super().__init__(lines, clock)
+        self.seconds = seconds
+
+    def health(self, url: str, timeout: int) -> tuple[bool, str]:
+        self.clock.sleep(self.seconds)
+        return super().health(url, timeout)
+
+
+def test_a_poll_that_takes_longer_than_the_stall_bound_is_not_a_hang() -> None:
+    """A shard every 10 s, a 30 s bound, and health requests that take 40 s each: the lines that came while
+    a request waited are read before the silence counts; the load ends at the budget, not as a hang."""
+    clock = FakeClock(START)
+    lines = [(1, "[t TP0] Load weight begin. avail mem=93.82 GB"), *shards(1, 10.0, 64)]
+    fake = SlowHealth(lines, clock, 40.0)
+    bounds = dict(BOUNDS, loading_weights=30)
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS, timeout=400, interval=1, stall_timeouts=bounds), fake, clock).run()
+    assert "was not ready within 400 s" in str(failure.value), str(failure.value)
+    assert fake.health_calls >= 9
+
+
 def test_a_slow_load_that_keeps_moving_is_not_a_hang() -> None:
     clock = FakeClock(START)
     # 64 shards at 250 s each (a slow disk: 4.4 hours in all) never go 300 s without progress.
