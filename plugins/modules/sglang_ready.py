@@ -92,6 +92,9 @@ options:
     description:
       - Poll mode. The async job id of a running waiter; returns C(finished=false) and the
         progress from O(status_file) while it runs, or the waiter's own result once it ended.
+      - A job whose file is not written yet while a process of Ansible's async wrapper for it runs
+        is still starting (the starting task returns after at most 2.5 s either way); with neither,
+        the poll fails.
     type: str
   async_dir:
     description: Directory of Ansible's async job files (poll mode).
@@ -705,13 +708,42 @@ def finished_job(path: str) -> dict[str, Any] | None:
     return dict(job, finished=True)
 
 
+PROC = "/proc"
+
+
+def wrapper_running(jid: str, proc: str | None = None) -> bool:
+    """Whether a process of Ansible's async wrapper for job `jid` runs.
+
+    The task that starts a job returns after at most 2.5 s whether the wrapper has written the job file yet
+    or not (async_wrapper.py), so on a busy host the first poll can come before the file. Every process of
+    the job has the argv ``<python> .../async_wrapper.py <jid without .pid> <limit> <module> <args>`` from
+    before the file is written until the job ends (tests/fixtures/ansible/).
+    """
+    first = jid.rsplit(".", 1)[0].encode()
+    for entry in os.scandir(proc or PROC):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "cmdline"), "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:  # the process ended meanwhile
+            continue
+        for index, arg in enumerate(argv[:-1]):
+            if os.path.basename(arg).startswith(b"async_wrapper") and argv[index + 1] == first:
+                return True
+    return False
+
+
 def poll_job(module: AnsibleModule) -> NoReturn:
     """Poll mode: the detached waiter's progress while it runs; its result or failure once it has ended,
-    when its job file is removed (async_status mode=cleanup)."""
+    when its job file is removed (async_status mode=cleanup). A job whose wrapper runs but has not written
+    its file yet is still starting; a job with neither is gone."""
     p = module.params
     path = os.path.join(p["async_dir"], p["jid"])
-    if not os.path.exists(path):
-        module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']}", finished=True)
+    # The file is looked for again after the processes: a job that wrote it and ended meanwhile is not gone.
+    if not os.path.exists(path) and not wrapper_running(p["jid"]) and not os.path.exists(path):
+        module.fail_json(msg=f"no async job {p['jid']} in {p['async_dir']} and no process of it runs",
+                         finished=True)
     result = finished_job(path)
     if result is None:
         module.exit_json(changed=False, finished=False, sglang_progress=read_object(p["status_file"]) or {})

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -387,6 +390,58 @@ def test_a_failed_waiter_fails_the_poll(poll: Any, tmp_path: Path, job: dict[str
 def test_polling_a_job_that_does_not_exist_fails(poll: Any) -> None:
     result = poll(None)
     assert result["failed"] is True and result["finished"] is True and f"no async job {JID}" in result["msg"]
+
+
+WRAPPER_ARGV = (ROOT / "tests/fixtures/ansible/async-wrapper-cmdline.txt").read_text().splitlines()
+WRAPPER_JID = f"{WRAPPER_ARGV[2]}.13918"  # the job id the captured job had
+
+
+def fake_proc(root: Path, processes: dict[str, list[str]]) -> Path:
+    """A /proc with the given argv per PID, as the kernel writes cmdline (NUL after each argument)."""
+    (root / "self").mkdir(parents=True)  # not a PID: skipped
+    for pid, argv in processes.items():
+        (root / pid).mkdir()
+        (root / pid / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
+    return root
+
+
+@pytest.mark.parametrize(("processes", "running"), [
+    ({"13921": WRAPPER_ARGV, "13922": WRAPPER_ARGV}, True),  # the daemonized wrapper and its supervisor
+    ({"500": ["/usr/bin/python3", "/tmp/AnsiballZ_sglang_ready.py"]}, False),  # a poll of its own
+    ({"501": [*WRAPPER_ARGV[:2], "j999", *WRAPPER_ARGV[3:]]}, False),  # another job's wrapper
+    ({"502": ["sleep", WRAPPER_ARGV[2]]}, False),  # the job id in the argv of something else
+    ({}, False),
+])
+def test_a_job_runs_while_a_process_of_its_async_wrapper_does(
+        tmp_path: Path, processes: dict[str, list[str]], running: bool) -> None:
+    assert sglang_ready.wrapper_running(WRAPPER_JID, str(fake_proc(tmp_path / "proc", processes))) is running
+
+
+def test_a_job_the_wrapper_has_not_written_yet_is_starting_not_gone(poll: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The starting task returned after its 2.5 s while the wrapper had not written the job file: the poll
+    reports a waiter that runs, and the next poll, once the file is there, its progress as usual."""
+    argv = [*WRAPPER_ARGV[:2], JID.rsplit(".", 1)[0], *WRAPPER_ARGV[3:]]
+    monkeypatch.setattr(sglang_ready, "PROC", str(fake_proc(tmp_path / "proc", {"77": argv})))
+    result = poll(None)
+    assert result["finished"] is False and not result.get("failed") and result["sglang_progress"] == STATUS
+    assert poll({"started": True, "finished": False, "ansible_job_id": JID})["finished"] is False
+
+
+def test_the_process_table_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
+    """A real process with the wrapper's argv (the fixture's, with a script of that name that sleeps) is
+    found in the real /proc; once it is ended (by its PID), it is not."""
+    script = tmp_path / "async_wrapper.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    jid = f"j{os.getpid()}{threading.get_ident() % 1000}.1"
+    # Popen returns once the exec has succeeded, so the process already has this argv.
+    process = subprocess.Popen([sys.executable, str(script), jid.rsplit(".", 1)[0], *WRAPPER_ARGV[3:]])
+    try:
+        assert sglang_ready.wrapper_running(jid)
+    finally:
+        process.kill()
+        process.wait()
+    assert not sglang_ready.wrapper_running(jid)
 
 
 # ---- the real host: systemctl, journalctl and the health URL through the module -------------------
