@@ -1,5 +1,6 @@
 """What several test files share: the repository root, loading a script that runs outside Ansible (on a
-host, in a virtualenv, or a tool), rendering the example inventory, and the example's resolve inputs.
+host, in a virtualenv, or a tool), rendering the example inventory, the example's resolve inputs, and
+waiting on observable state (``wait_for``).
 
 The collection's own code (plugins/) is imported by its FQCN, ``ansible_collections.sglang.deploy``;
 pytest finds it through ``pythonpath`` in pyproject.toml (.cache/collections, where scripts/setup.sh
@@ -13,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -76,3 +79,21 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+
+
+# The least time any wait is given before it fails. A wait ends as soon as its state is observed, so this bound
+# only decides when a broken server is declared broken: a busy machine (pytest -n 2 beside the linters) may make
+# a start take many times longer, and must never make a test fail.
+PATIENCE = 60.0
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
+    timeout = max(timeout, PATIENCE)
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -711,7 +711,7 @@ def finished_job(path: str) -> dict[str, Any] | None:
 PROC = "/proc"
 
 
-def wrapper_running(jid: str, proc: str | None = None) -> bool:
+def wrapper_running(jid: str) -> bool:
     """Whether a process of Ansible's async wrapper for job `jid` runs.
 
     The task that starts a job returns after at most 2.5 s whether the wrapper has written the job file yet
@@ -720,7 +720,7 @@ def wrapper_running(jid: str, proc: str | None = None) -> bool:
     before the file is written until the job ends (tests/fixtures/ansible/).
     """
     first = jid.rsplit(".", 1)[0].encode()
-    for entry in os.scandir(proc or PROC):
+    for entry in os.scandir(PROC):
         if not entry.name.isdigit():
             continue
         try:

@@ -7,21 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
+from helpers import wait_for
 
 BOUND = 120.0  # seconds; only a broken run comes near it
-
-
-def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait on observable state, bounded so that a broken run fails instead of hanging."""
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {BOUND} s: {what}"
-        time.sleep(0.1)
 
 
 def test_a_real_async_job_is_found_while_it_runs_and_not_after(tmp_path: Path) -> None:
@@ -41,5 +32,6 @@ def test_a_real_async_job_is_found_while_it_runs_and_not_after(tmp_path: Path) -
     assert sglang_ready.wrapper_running(jid)
     assert not sglang_ready.wrapper_running(f"j1{jid}")  # another job id
     go.touch()
-    until(lambda: (sglang_ready.finished_job(str(results)) or {}).get("rc") == 0, "the job's result in its file")
-    until(lambda: not sglang_ready.wrapper_running(jid), "the async wrapper's processes ended")
+    wait_for(lambda: (sglang_ready.finished_job(str(results)) or {}).get("rc") == 0, BOUND, 0.1,
+             "the job's result in its file")
+    wait_for(lambda: not sglang_ready.wrapper_running(jid), BOUND, 0.1, "the async wrapper's processes to end")

@@ -10,10 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from helpers import PATIENCE, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_DIR = REPO / "molecule" / "resources" / "simulator"
@@ -87,24 +88,6 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((host, port)) == 0
-
-
-# The least time any wait is given before it fails. A wait ends as soon as its state is observed, so this bound
-# only decides when a broken server is declared broken: a busy machine (pytest -n 2 beside the linters) may make
-# a start take many times longer, and must never make a test fail.
-PATIENCE = 60.0
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
-    timeout = max(timeout, PATIENCE)
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def request(

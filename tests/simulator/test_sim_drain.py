@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim_helpers import LaunchFn, Server, free_port, get_status, post_json, server_args, wait_for
+from helpers import wait_for
+from sim_helpers import LaunchFn, Server, free_port, get_status, post_json, server_args
 
 
 def generate_in_background(port: int, tokens: int) -> tuple[threading.Thread, dict[str, Any]]:

@@ -8,7 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args, wait_for
+from helpers import wait_for
+from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args
 
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
 

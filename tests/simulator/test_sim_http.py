@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 from sim_helpers import (
     VERSION,
     LaunchFn,
@@ -22,7 +23,6 @@ from sim_helpers import (
     request,
     server_args,
     sim_env,
-    wait_for,
 )
 
 NAME = "kimi-k2.5"

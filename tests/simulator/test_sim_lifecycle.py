@@ -7,18 +7,8 @@ import re
 import signal
 from pathlib import Path
 
-from sim_helpers import (
-    LaunchFn,
-    alive,
-    children_of,
-    cmdline_title,
-    comm,
-    free_port,
-    get_status,
-    port_open,
-    server_args,
-    wait_for,
-)
+from helpers import wait_for
+from sim_helpers import LaunchFn, alive, children_of, cmdline_title, comm, free_port, get_status, port_open, server_args
 
 BAR_UPDATE = re.compile(
     r"Multi-thread loading shards: +(\d+)% Completed \| (\d+)/64 "

@@ -5,17 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from sim_helpers import (
-    LaunchFn,
-    Server,
-    children_of,
-    cmdline_title,
-    free_port,
-    get_status,
-    port_open,
-    server_args,
-    wait_for,
-)
+from helpers import wait_for
+from sim_helpers import LaunchFn, Server, children_of, cmdline_title, free_port, get_status, port_open, server_args
 
 
 def node(launch: LaunchFn, model_dir: Path, rank: int, dist_port: int, **env: str) -> Server:

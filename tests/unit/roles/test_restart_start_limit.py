@@ -21,13 +21,16 @@ def tasks(name: str) -> list[dict[str, Any]]:
     return yaml.safe_load((TASKS / name).read_text())
 
 
+def is_reset(task: dict[str, Any]) -> bool:
+    return (task.get("ansible.builtin.command") or {}).get("argv", [])[:2] == ["systemctl", "reset-failed"]
+
+
 def steps(restart: list[dict[str, Any]], reload: bool) -> list[str]:
     """What restart.yml asks of systemd, in order, on a host whose unit is loaded (not check mode)."""
     found = []
     for task in restart:
-        argv = (task.get("ansible.builtin.command") or {}).get("argv") or []
         service = task.get("ansible.builtin.systemd_service") or {}
-        if argv[:2] == ["systemctl", "reset-failed"]:
+        if is_reset(task):
             found.append("reset-failed")
         elif service.get("state") == "restarted":
             found += (["daemon-reload"] if reload else []) + ["start"]
@@ -65,8 +68,7 @@ def test_without_reset_failed_systemd_255_refuses_it_even_after_a_daemon_reload(
 
 
 def reset_task() -> dict[str, Any]:
-    return next(task for task in tasks("restart.yml")
-                if (task.get("ansible.builtin.command") or {}).get("argv", [])[:2] == ["systemctl", "reset-failed"])
+    return next(task for task in tasks("restart.yml") if is_reset(task))
 
 
 def test_reset_failed_runs_whenever_the_restart_does() -> None:

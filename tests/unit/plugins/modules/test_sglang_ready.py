@@ -413,8 +413,9 @@ def fake_proc(root: Path, processes: dict[str, list[str]]) -> Path:
     ({}, False),
 ])
 def test_a_job_runs_while_a_process_of_its_async_wrapper_does(
-        tmp_path: Path, processes: dict[str, list[str]], running: bool) -> None:
-    assert sglang_ready.wrapper_running(WRAPPER_JID, str(fake_proc(tmp_path / "proc", processes))) is running
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: dict[str, list[str]], running: bool) -> None:
+    monkeypatch.setattr(sglang_ready, "PROC", str(fake_proc(tmp_path / "proc", processes)))
+    assert sglang_ready.wrapper_running(WRAPPER_JID) is running
 
 
 def test_a_job_the_wrapper_has_not_written_yet_is_starting_not_gone(poll: Any, tmp_path: Path,
