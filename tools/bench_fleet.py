@@ -13,14 +13,22 @@ figures come from is printed with them: they mean nothing without it.
 Beside them, Ansible's own floor on that machine: the same sizes of local-connection hosts running a play of
 40 trivial set_fact tasks (--floor-only runs just that, without Docker). How that play's time grows from 1 to
 N hosts is what any playbook's per-task cost does there, with no module, connection or container in it.
+
+And on each fleet's own hosts, before they are removed, the floor of the no-op's shape: a play with as many
+tasks per host as the no-op ran there (read from its recap), one of them a module (`ansible.builtin.ping`)
+and the rest trivial, and a play of that one module alone. What each host beyond the first costs in the
+deploy, in that shape and with one module, is printed beside what it may cost for the no-op of the largest
+fleet to take at most 1.5 times the first's, given the deploy's part that does not grow with the fleet.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -36,6 +44,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 NETWORK = "sglang-bench"
 FLOOR_TASKS = 40
+TARGET_RATIO = 1.5
+RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=\d+"
+                        r"\s+failed=\d+\s+skipped=(?P<skipped>\d+)")
 
 
 @dataclass
@@ -46,11 +57,21 @@ class Run:
 
 
 @dataclass
+class Shape:
+    """The no-op's tasks: how many every host ran, and how many more the first ran alone (run_once)."""
+    per_host: int
+    run_once: int
+
+
+@dataclass
 class Result:
     hosts: int
     install: Run
     noop: list[Run] = field(default_factory=list)
     roll: Run | None = None
+    shape: Shape | None = None
+    module: Run | None = None
+    shaped: Run | None = None
 
     def median(self, attribute: str) -> float:
         return statistics.median(getattr(run, attribute) for run in self.noop)
@@ -118,7 +139,7 @@ def floor(hosts: int, repeat: int, work: Path) -> Run:
     failed = [run.rc for run in runs if run.rc != 0]
     if failed:
         raise SystemExit(f"the floor play failed on {hosts} local hosts (exit {failed[0]}): {play}")
-    return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
+    return median_run(runs)
 
 
 def floor_line(sizes: list[int], runs: list[Run]) -> str:
@@ -128,6 +149,72 @@ def floor_line(sizes: list[int], runs: list[Run]) -> str:
              for size, run in zip(sizes, runs, strict=True)]
     return (f"Ansible's own floor ({FLOOR_TASKS} trivial set_fact tasks per host, local connection, median): "
             + ", ".join(parts))
+
+
+def recap_shape(output: str) -> Shape:
+    """The shape of the last play recap in an ansible-playbook output: the tasks (ok, changed or skipped) of the
+    host that ran the fewest, and how many more the host that ran the most did. One host's tasks are all per host."""
+    recap = output.rsplit("PLAY RECAP", 1)[-1] if "PLAY RECAP" in output else ""
+    counts = [int(m["ok"]) + int(m["skipped"]) for m in map(RECAP_LINE.match, recap.splitlines()) if m]
+    if not counts:
+        raise ValueError("no PLAY RECAP with host lines in the output")
+    return Shape(min(counts), max(counts) - min(counts))
+
+
+def shape_plays(directory: Path, shape: Shape) -> tuple[Path, Path]:
+    """Two plays on sglang_workers: the no-op's shape (one module, then trivial tasks up to shape.per_host, and
+    shape.run_once trivial run_once tasks), and the one module alone."""
+    directory.mkdir(parents=True, exist_ok=True)
+    module = {"name": "The one module", "ansible.builtin.ping": {}}
+    trivial = [{"name": f"Trivial task {n}", "ansible.builtin.set_fact": {f"shape_{n}": f"{{{{ {n} + 1 }}}}"}}
+               for n in range(shape.per_host - 1)]
+    once = [{"name": f"Trivial run_once task {n}", "ansible.builtin.set_fact": {f"shape_once_{n}": True},
+             "run_once": True} for n in range(shape.run_once)]
+    plays = []
+    for name, tasks in (("shape", [module, *trivial, *once]), ("module", [module])):
+        play = directory / f"{name}-{shape.per_host}-{shape.run_once}.yml"
+        play.write_text(yaml.safe_dump([{"name": f"The no-op's {name} on these hosts", "hosts": "sglang_workers",
+                                         "gather_facts": False, "tasks": tasks}], sort_keys=False))
+        plays.append(play)
+    return plays[0], plays[1]
+
+
+def median_run(runs: list[Run]) -> Run:
+    return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
+
+
+def growth(base_hosts: int, base_wall: float, hosts: int, wall: float) -> float:
+    """What each host beyond the baseline's adds to the wall time (a straight line through both)."""
+    return (wall - base_wall) / (hosts - base_hosts)
+
+
+def budget(base_hosts: int, base_wall: float, added: float, hosts: int, ratio: float = TARGET_RATIO) -> float:
+    """The most each added host may cost for `hosts` to take at most `ratio` times `base_hosts`, the part that
+    does not grow with the fleet (the baseline's wall less its hosts' share) staying as it is."""
+    fixed = base_wall - base_hosts * added
+    room = hosts - ratio * base_hosts
+    return (ratio - 1) * fixed / room if room > 0 else math.inf
+
+
+def growth_lines(results: list[Result]) -> list[str]:
+    """Per size beyond the first: what an added host costs in the deploy, in its shape and with one module alone,
+    against the budget for TARGET_RATIO."""
+    base = results[0]
+    lines = []
+    for result in results[1:]:
+        if result.hosts == base.hosts or not (base.shaped and base.module and result.shaped and result.module):
+            continue
+        added = growth(base.hosts, base.median("wall_s"), result.hosts, result.median("wall_s"))
+        limit = budget(base.hosts, base.median("wall_s"), added, result.hosts)
+        shaped = growth(base.hosts, base.shaped.wall_s, result.hosts, result.shaped.wall_s)
+        module = growth(base.hosts, base.module.wall_s, result.hosts, result.module.wall_s)
+        shape = result.shape or Shape(0, 0)
+        lines.append(
+            f"each host beyond {base.hosts} (to {result.hosts}): the no-op deploy {added:.2f} s; Ansible alone in its "
+            f"shape ({shape.per_host} tasks per host, one of them a module, and {shape.run_once} run_once) "
+            f"{shaped:.2f} s; one module alone {module:.2f} s. At most {limit:.2f} s each for {TARGET_RATIO}x, "
+            f"the deploy's part that does not grow staying as it is.")
+    return lines
 
 
 def checked(run: Run, what: str, log: Path) -> Run:
@@ -146,6 +233,12 @@ def bench(hosts: int, repeat: int, work: Path) -> Result:
         for _run in range(repeat):
             result.noop.append(checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
                                        "a no-op deploy", log))
+        result.shape = recap_shape(log.read_text())
+        shaped, module = shape_plays(work / "shape", result.shape)
+        result.shaped = median_run([checked(playbook(str(shaped), inv, log=log), "the shape play", log)
+                                    for _run in range(repeat)])
+        result.module = median_run([checked(playbook(str(module), inv, log=log), "the one-module play", log)
+                                    for _run in range(repeat)])
         result.roll = checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.5", log=log), "the roll", log)
         return result
     finally:
@@ -185,7 +278,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     floors = [floor(size, args.repeat, work) for size in sizes]
     results = [] if args.floor_only else [bench(size, args.repeat, work) for size in sizes]
-    print(f"machine: {machine()}\nlogs: {work}\n\n{table(results) if results else ''}\n{floor_line(sizes, floors)}")
+    growth_text = "".join(f"\n{line}" for line in growth_lines(results)) if results else ""
+    print(f"machine: {machine()}\nlogs: {work}\n\n{table(results) if results else ''}\n{floor_line(sizes, floors)}"
+          f"{growth_text}")
     if args.json:
         floor_runs = {str(size): asdict(run) for size, run in zip(sizes, floors, strict=True)}
         report = {"machine": machine(), "results": [asdict(r) for r in results], "floor": floor_runs}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers import ROOT, load_script
 
@@ -46,3 +47,59 @@ def test_the_floor_is_a_trivial_play_on_local_hosts_with_only_the_forks_set(tmp_
 def test_the_floor_line_gives_each_size_and_its_ratio_to_the_first() -> None:
     line = bench.floor_line([1, 5], [bench.Run(2.0, 1.5, 0), bench.Run(4.4, 5.0, 0)])
     assert line.endswith("1 host 2.0 s (1.00x), 5 hosts 4.4 s (2.20x)")
+
+
+# The end of a real no-op deploy of five bench hosts (ansible-core 2.19.14, 761cdc1; bench-1 also ran the two
+# run_once tasks, and bench-4's changed=1 was added), profile_tasks' own recap after it with no host lines.
+FIVE_HOST_RECAP = (ROOT / "tests" / "fixtures" / "ansible" / "noop-deploy-recap-five-hosts.txt").read_text()
+
+
+def test_the_shape_is_the_fewest_tasks_a_host_ran_and_the_first_hosts_run_once_tasks() -> None:
+    earlier = FIVE_HOST_RECAP.replace("ok=10", "ok=99").replace("ok=12", "ok=99")
+    assert bench.recap_shape(earlier + "\n" + FIVE_HOST_RECAP) == bench.Shape(per_host=14, run_once=2)
+    one = "PLAY RECAP ***\nbench-1                    : ok=12   changed=0    unreachable=0    failed=0    skipped=4 "
+    assert bench.recap_shape(one) == bench.Shape(per_host=16, run_once=0)
+
+
+def test_an_output_without_a_recap_has_no_shape() -> None:
+    with pytest.raises(ValueError, match="no PLAY RECAP"):
+        bench.recap_shape("ERROR! the playbook could not be parsed\n")
+
+
+def test_the_shape_play_has_the_no_ops_tasks_per_host_one_of_them_a_module(tmp_path: Path) -> None:
+    shaped, module = bench.shape_plays(tmp_path, bench.Shape(per_host=14, run_once=2))
+    play = yaml.safe_load(shaped.read_text())[0]
+    assert (play["hosts"], play["gather_facts"]) == ("sglang_workers", False)
+    tasks = play["tasks"]
+    assert len(tasks) == 16
+    assert tasks[0] == {"name": "The one module", "ansible.builtin.ping": {}}
+    assert [task for task in tasks if "ansible.builtin.set_fact" not in task] == tasks[:1]
+    assert [task.get("run_once", False) for task in tasks] == [False] * 14 + [True] * 2
+    assert yaml.safe_load(module.read_text())[0]["tasks"] == tasks[:1]
+
+
+def test_the_budget_is_what_an_added_host_may_cost_for_the_ratio() -> None:
+    # 1 host 2.58 s and 5 hosts 4.74 s: each added host 0.54 s, the part that does not grow 2.04 s.
+    added = bench.growth(1, 2.58, 5, 4.74)
+    assert round(added, 2) == 0.54
+    limit = bench.budget(1, 2.58, added, 5)
+    assert round(limit, 3) == round(2.04 * 0.5 / 3.5, 3)
+    # At the budget, five hosts take exactly 1.5 times one.
+    fixed = 2.58 - added
+    assert abs((fixed + 5 * limit) - 1.5 * (fixed + limit)) < 1e-9
+    assert bench.budget(4, 8.0, 0.5, 5) == float("inf")  # 5 hosts within 1.5x of 4 whatever each costs
+
+
+def test_the_growth_line_sets_the_deploy_beside_its_shape_its_module_and_the_budget() -> None:
+    def result(hosts: int, wall: float, shaped: float, module: float, shape: object) -> object:
+        return bench.Result(hosts, bench.Run(100.0, 50.0, 0), [bench.Run(wall, 1.0, 0)], None, shape,
+                            bench.Run(module, 1.0, 0), bench.Run(shaped, 1.0, 0))
+    one = result(1, 2.58, 1.7, 1.2, bench.Shape(16, 0))
+    five = result(5, 4.74, 2.7, 1.8, bench.Shape(14, 2))
+    [line] = bench.growth_lines([one, five])
+    assert line.startswith("each host beyond 1 (to 5): the no-op deploy 0.54 s; Ansible alone in its shape (14 tasks "
+                           "per host, one of them a module, and 2 run_once) 0.25 s; one module alone 0.15 s. "
+                           "At most 0.29 s each for 1.5x")
+    unshaped = bench.Result(5, bench.Run(100.0, 50.0, 0), [bench.Run(4.74, 1.0, 0)])
+    assert bench.growth_lines([one, unshaped]) == []  # a size whose shape was not timed has no line
+    assert bench.growth_lines([one, result(1, 2.6, 1.7, 1.2, bench.Shape(16, 0))]) == []  # nothing added
