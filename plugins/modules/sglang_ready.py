@@ -281,7 +281,11 @@ load:
   returned: when ready
   contains:
     total_s:
-      description: Seconds from the invocation's first journal line to the ready answer.
+      description:
+        - Seconds from the start of the invocation's main process (systemd's C(ExecMainStartTimestampMonotonic))
+          to the ready answer. Not the drain of the process it replaced, nor the wait for it.
+        - Where systemd does not give that start, from the earlier of the invocation's first journal line and
+          the first poll that saw the invocation.
       type: float
       sample: 712.4
     phases_s:
@@ -370,8 +374,10 @@ PROGRESS_RE = re.compile(r"Init (torch distributed|parallel) ends|Memory baselin
 # Only global rank 0 draws it: the other nodes of a multi-node server see no shard progress.
 SHARDS_RE = re.compile(
     r"(?:Loading safetensors checkpoint|Multi-thread loading) shards:\s*(\d+)% Completed \| (\d+)/(\d+)")
+# ExecMainStartTimestampMonotonic: when the main process of the current invocation started (microseconds of
+# CLOCK_MONOTONIC), 0 until it has (systemd resets it with the invocation ID: tests/fixtures/systemd/README.md).
 SHOW_PROPS = ("ActiveState", "SubState", "NRestarts", "InvocationID", "MainPID", "ExecMainStatus",
-              "ExecMainCode", "Result", "LoadState")
+              "ExecMainCode", "Result", "LoadState", "ExecMainStartTimestampMonotonic")
 
 
 class WaitFailed(Exception):
@@ -564,6 +570,8 @@ class Waiter:
         self.baseline_restarts = 0
         self.last_health = "not asked yet"
         self.state: dict[str, str] = {}
+        self.seen_at: float | None = None  # the first poll that saw the followed invocation
+        self.main_started_at: float | None = None  # its main process's start (systemd), on this clock
 
     def elapsed(self) -> float:
         return round(self.clock.time() - self.started, 1)
@@ -603,6 +611,7 @@ class Waiter:
             # see the new invocation already crashed and waiting in auto-restart.
             self.followed = invocation
             self.baseline_restarts = int(state.get("NRestarts") or 0)
+            self.seen_at = self.clock.time()
         if invocation != self.followed:
             raise self.fail(f"was restarted (invocation {self.followed[:8]} replaced by {invocation[:8]})")
         if int(state.get("NRestarts") or 0) > self.baseline_restarts or state.get("SubState") == "auto-restart":
@@ -631,6 +640,7 @@ class Waiter:
     def poll(self) -> bool:
         self.state = self.host.unit_state(self.p["unit"])
         self.check_unit()
+        self.note_main_start()
         self.read_journal()
         if self.followed:
             self.progress.begin(self.clock.time())
@@ -661,6 +671,29 @@ class Waiter:
                 raise self.fail(f"was not ready within {self.p['timeout']} s (last health answer: {self.last_health})")
             self.clock.sleep(self.p["interval"])
 
+    def note_main_start(self) -> None:
+        """When the followed invocation's main process started, once systemd has started it. The state was read
+        with the invocation check_unit has just matched, and systemd resets the timestamp to 0 when it gives a start
+        its invocation ID: a value here is this invocation's, never the process it replaced."""
+        if not self.followed or self.main_started_at is not None:
+            return
+        try:
+            microseconds = int(self.state.get("ExecMainStartTimestampMonotonic") or 0)
+        except ValueError:
+            return
+        if microseconds > 0:
+            # The same CLOCK_MONOTONIC as systemd's (time.monotonic on Linux), moved onto the journal's wall clock.
+            self.main_started_at = self.clock.time() - (self.clock.monotonic() - microseconds / 1e6)
+
+    def load_origin(self) -> float:
+        """Where the load began: the main process's start, or else the earliest sign of the invocation (its first
+        journal line, the poll that first saw it). Never the start of the wait, which precedes the stop and drain
+        of the process the new one replaces."""
+        if self.main_started_at is not None:
+            return self.main_started_at
+        signs = [at for at in (self.progress.origin, self.seen_at) if at is not None]
+        return min(signs) if signs else self.started
+
     def stalled(self) -> str | None:
         return self.progress.stalled(self.clock.time(), self.p["stall_timeouts"] or {}, self.p["shard_progress"])
 
@@ -678,10 +711,11 @@ class Waiter:
         except StartupLogError:
             result["startup"] = None
         identity = self.p.get("identity") or {}
-        # The load's own clock starts at the invocation's first journal line, not when this wait began (a wait
-        # that starts late, on a busy controller, still sees the whole journal).
-        origin = min(self.progress.origin or self.started, self.started)
-        since_origin = [dict(p, at_s=round(p["at_s"] + self.started - origin, 1)) for p in self.progress.phases]
+        # The load's own clock starts with the invocation (a wait that starts late, on a busy controller, still sees
+        # the whole load; one that starts before the restart does not count the old process's drain).
+        origin = self.load_origin()
+        since_origin = [dict(p, at_s=max(round(p["at_s"] + self.started - origin, 1), 0.0))
+                        for p in self.progress.phases]
         result["load"] = load.timings(
             since_origin, round(now - origin, 1), (result["startup"] or {}).get("loads") or [],
             load.safetensors_bytes(identity.get("model_path"), identity.get("speculative_draft_model_path")),

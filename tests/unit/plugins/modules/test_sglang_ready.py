@@ -140,6 +140,78 @@ def test_a_start_systemd_refuses_at_its_start_limit_fails_at_once() -> None:
     assert fake.polls == 1  # not after the start grace
 
 
+def restart_snapshots() -> list[tuple[float, dict[str, str]]]:
+    """The real `systemctl show` of a unit across a restart on systemd 252 (tests/fixtures/systemd): the old
+    invocation running, draining, the new one in ExecStartPre, then its main process running. Each with the
+    container's CLOCK_MONOTONIC when it was taken."""
+    snapshots: list[tuple[float, dict[str, str]]] = []
+    for line in (ROOT / "tests/fixtures/systemd/show-restart-252.txt").read_text().splitlines():
+        if line.startswith("# "):
+            snapshots.append((float(line.rsplit("monotonic_s=", 1)[1]), {}))
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            snapshots[-1][1][key] = value
+    return snapshots
+
+
+class SnapshotClock(FakeClock):
+    """The fake clock, with the fixture's CLOCK_MONOTONIC: fake START is the first snapshot's monotonic time."""
+
+    def __init__(self, monotonic_at_start: float) -> None:
+        super().__init__(START)
+        self.offset = monotonic_at_start - START
+
+    def monotonic(self) -> float:
+        return self.now + self.offset
+
+
+def test_the_load_is_timed_from_the_new_main_process_not_the_drain_of_the_old() -> None:
+    """A wait starts before the restart: the old process drains, the new invocation runs ExecStartPre (systemd has
+    reset its main start to 0), then its main process starts. The load counts from that start only."""
+    snapshots = restart_snapshots()
+    running, draining, start_pre, started = (state for _monotonic, state in snapshots)
+    assert draining["InvocationID"] == running["InvocationID"] != start_pre["InvocationID"]
+    assert start_pre["ExecMainStartTimestampMonotonic"] == "0" and start_pre["InvocationID"] == started["InvocationID"]
+    assert int(started["ExecMainStartTimestampMonotonic"]) > int(running["ExecMainStartTimestampMonotonic"])
+    states = [running, draining, start_pre, {**started, "ActiveState": "active"}]
+    journal = [(started["InvocationID"], line) for _inv, line in LOAD]
+    fake = FakeHost(states, journal=journal, health_from=4)
+    clock = SnapshotClock(snapshots[0][0])
+    params = dict(PARAMS, previous_invocation_id=running["InvocationID"])
+    result = sglang_ready.Waiter(params, fake, clock).run()
+    main_start = START + int(started["ExecMainStartTimestampMonotonic"]) / 1e6 - snapshots[0][0]
+    assert result["load"]["total_s"] == round(clock.now - main_start, 1)
+    assert result["load"]["total_s"] < result["elapsed_s"]  # the wait's first polls (the drain) are not the load's
+    assert result["load"]["phases_s"]["starting"] >= 0
+
+
+def test_without_systemds_main_start_the_load_is_timed_from_the_first_sign_of_the_invocation() -> None:
+    """A wait that polls through the old invocation's drain: the load starts at the first poll that saw the new
+    invocation (its first journal line comes later here), not at the wait's start."""
+    seen = START + 2 * PARAMS["interval"]  # the third poll
+
+    class Later(FakeHost):
+        def journal(self, invocation: str, cursor: str | None = None, lines: int | None = None) -> list[dict[str, Any]]:
+            return [dict(entry, ts=seen + 0.5 + entry["ts"] - START) for entry in super().journal(invocation, cursor)]
+
+    fake = Later([active("old"), {"ActiveState": "deactivating", "SubState": "stop-sigterm",
+                                  "InvocationID": "old"}, active("new"), active("new"), active("new")],
+                 journal=LOAD, health_from=4)
+    clock = FakeClock(START)
+    result = sglang_ready.Waiter(dict(PARAMS), fake, clock).run()
+    assert result["load"]["total_s"] == round(clock.now - seen, 1) < result["elapsed_s"]
+    # A journal line earlier than that poll (a wait that started late) is where the load began, as before.
+    early = FakeHost([active("new")], journal=LOAD, health_from=1)
+    clock = FakeClock(START + 5)
+    assert sglang_ready.Waiter(dict(PARAMS), early, clock).run()["load"]["total_s"] == round(clock.now - START, 1)
+
+
+def test_a_main_start_systemd_reports_as_garbage_is_not_a_start() -> None:
+    fake = FakeHost([{**active("new"), "ExecMainStartTimestampMonotonic": "n/a"}], health_from=1)
+    result = sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
+    assert result["load"]["total_s"] == result["elapsed_s"]
+
+
 def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
     fake = FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}])
     clock = FakeClock(START)
