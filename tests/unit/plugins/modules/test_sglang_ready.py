@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
-from helpers import ROOT, FakeClock
+from helpers import ROOT, FakeClock, wait_for
 from host_commands import Commands
 
 START = 1_000.0  # the fake clock's time when a test begins
@@ -507,9 +507,12 @@ def test_the_process_table_is_read_as_the_kernel_writes_it(tmp_path: Path) -> No
     script = tmp_path / "async_wrapper.py"
     script.write_text("import time\ntime.sleep(120)\n")
     jid = f"j{os.getpid()}{threading.get_ident() % 1000}.1"
-    # Popen returns once the exec has succeeded, so the process already has this argv.
     process = subprocess.Popen([sys.executable, str(script), jid.rsplit(".", 1)[0], *WRAPPER_ARGV[3:]])
     try:
+        # Popen returns when the exec closes its error pipe, before the kernel has set up the new argv: until then
+        # /proc/<pid>/cmdline reads empty (proc_pid_cmdline_read: "if (!mm->env_end) return 0"), 22 of 40 times
+        # beside two busy processes here. The wrapper's own processes are forks of one that ran long before.
+        wait_for(lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes(), 10, what="the new process's argv")
         assert sglang_ready.wrapper_running(jid)
     finally:
         process.kill()
