@@ -45,8 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NETWORK = "sglang-bench"
 FLOOR_TASKS = 40
 TARGET_RATIO = 1.5
-RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=\d+"
-                        r"\s+failed=\d+\s+skipped=(?P<skipped>\d+)")
+RECAP_LINE = re.compile(r"^\S+\s+: ok=(?P<ok>\d+)\s+changed=\d+\s+unreachable=\d+\s+failed=\d+"
+                        r"\s+skipped=(?P<skipped>\d+)")
 
 
 @dataclass
@@ -202,13 +202,14 @@ def growth_lines(results: list[Result]) -> list[str]:
     base = results[0]
     lines = []
     for result in results[1:]:
-        if result.hosts == base.hosts or not (base.shaped and base.module and result.shaped and result.module):
+        shape = result.shape
+        if result.hosts == base.hosts or not (shape and base.shaped and base.module
+                                              and result.shaped and result.module):
             continue
         added = growth(base.hosts, base.median("wall_s"), result.hosts, result.median("wall_s"))
         limit = budget(base.hosts, base.median("wall_s"), added, result.hosts)
         shaped = growth(base.hosts, base.shaped.wall_s, result.hosts, result.shaped.wall_s)
         module = growth(base.hosts, base.module.wall_s, result.hosts, result.module.wall_s)
-        shape = result.shape or Shape(0, 0)
         lines.append(
             f"each host beyond {base.hosts} (to {result.hosts}): the no-op deploy {added:.2f} s; Ansible alone in its "
             f"shape ({shape.per_host} tasks per host, one of them a module, and {shape.run_once} run_once) "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.sglang.deploy.plugins.module_utils._systemd import parse_show
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
 from helpers import ROOT, FakeClock, wait_for
 from host_commands import Commands
@@ -144,14 +145,9 @@ def restart_snapshots() -> list[tuple[float, dict[str, str]]]:
     """The real `systemctl show` of a unit across a restart on systemd 252 (tests/fixtures/systemd): the old
     invocation running, draining, the new one in ExecStartPre, then its main process running. Each with the
     container's CLOCK_MONOTONIC when it was taken."""
-    snapshots: list[tuple[float, dict[str, str]]] = []
-    for line in (ROOT / "tests/fixtures/systemd/show-restart-252.txt").read_text().splitlines():
-        if line.startswith("# "):
-            snapshots.append((float(line.rsplit("monotonic_s=", 1)[1]), {}))
-        elif "=" in line:
-            key, value = line.split("=", 1)
-            snapshots[-1][1][key] = value
-    return snapshots
+    text = (ROOT / "tests/fixtures/systemd/show-restart-252.txt").read_text()
+    blocks = [block.split("\n", 1) for block in text.split("# ")[1:]]  # "<what> monotonic_s=<s>", then the show
+    return [(float(head.rsplit("monotonic_s=", 1)[1]), parse_show(show)) for head, show in blocks]
 
 
 class SnapshotClock(FakeClock):
