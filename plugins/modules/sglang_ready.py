@@ -40,9 +40,21 @@ options:
     type: str
     default: ""
   timeout:
-    description: Seconds to wait in all, including the previous process's drain and the model load.
+    description:
+      - Seconds the new invocation may take to answer a generation, counted from its main process's start
+        (systemd's C(ExecMainStartTimestampMonotonic)), that is the model load. The load times the waiter
+        records for the next budget are counted from the same start.
+      - Until that process has started, the wait allows O(stop_timeout) more, for the process it replaces
+        to stop.
     type: int
     default: 1080
+  stop_timeout:
+    description:
+      - Seconds the process being replaced may take to stop, the unit's C(TimeoutStopSec=) (after it,
+        systemd kills it). Allowed on top of O(timeout) while no new invocation has started, so a slow
+        stop does not shorten the load's own budget.
+    type: int
+    default: 0
   interval:
     description: Seconds between polls.
     type: float
@@ -112,8 +124,9 @@ EXAMPLES = r"""
     url: http://127.0.0.1:30000/health_generate
     previous_invocation_id: "{{ previous.stdout }}"
     timeout: 1080
+    stop_timeout: 390  # the unit's TimeoutStopSec
     status_file: /run/sglang-deploy/sglang-kimi.service.ready.json
-  async: 1200
+  async: 1590  # timeout + stop_timeout + 120
   poll: 0
   register: ready_job
 
@@ -652,8 +665,24 @@ class Waiter:
                 return True
         return False
 
+    def deadline(self) -> float:
+        """When the wait gives up: O(timeout) after the new invocation's start (the load's own clock, that of the
+        budget learned from earlier loads); until one has started, O(stop_timeout) later than that after the
+        wait's start, as the process it replaces may first take that long to stop."""
+        if self.followed:
+            return self.load_origin() + self.p["timeout"]
+        return self.started + (self.p.get("stop_timeout") or 0) + self.p["timeout"]
+
+    def timed_out(self) -> WaitFailed:
+        if self.followed:
+            return self.fail(f"was not ready within {self.p['timeout']} s of its start "
+                             f"(last health answer: {self.last_health})")
+        total = (self.p.get("stop_timeout") or 0) + self.p["timeout"]
+        return self.fail(f"was not ready within {total} s: no new invocation started (the unit is "
+                         f"{self.state.get('ActiveState')}/{self.state.get('SubState')}, invocation "
+                         f"{self.state.get('InvocationID', '')[:8] or 'none'}; last health answer: {self.last_health})")
+
     def run(self) -> dict[str, Any]:
-        deadline = self.started + self.p["timeout"]
         while True:
             ready = self.poll()
             write_status(self.p["status_file"], self.status())
@@ -667,8 +696,8 @@ class Waiter:
                 stalled = self.stalled()
             if stalled:
                 raise self.fail(stalled)
-            if self.clock.time() >= deadline:
-                raise self.fail(f"was not ready within {self.p['timeout']} s (last health answer: {self.last_health})")
+            if self.clock.time() >= self.deadline():
+                raise self.timed_out()
             self.clock.sleep(self.p["interval"])
 
     def note_main_start(self) -> None:
@@ -791,6 +820,9 @@ def wait(module: AnsibleModule) -> NoReturn:
     """Wait mode: follow the unit until it answers a generation, or fail with why it cannot."""
     if not module.params["url"]:
         module.fail_json(msg="url is required unless jid is given")
+    for name in ("timeout", "stop_timeout"):
+        if module.params[name] < 0:
+            module.fail_json(msg=f"{name} must be 0 or more seconds, got {module.params[name]}")
     bounds, problems = stall_bounds(module.params["stall_timeouts"])
     if problems:
         module.fail_json(msg=f"stall_timeouts: {'; '.join(problems)}; allowed: {STALL_ALLOWED}")
@@ -809,6 +841,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "url": {"type": "str"},
     "previous_invocation_id": {"type": "str", "default": ""},
     "timeout": {"type": "int", "default": 1080},
+    "stop_timeout": {"type": "int", "default": 0},
     "interval": {"type": "float", "default": 2},
     "start_grace": {"type": "int", "default": 30},
     "health_timeout": {"type": "int", "default": 30},

@@ -82,7 +82,7 @@ def test_waits_through_the_old_process_and_accepts_only_the_new_invocation() -> 
 
 def test_health_of_the_old_invocation_never_counts() -> None:
     fake = FakeHost([active("old")], health_from=0)
-    with pytest.raises(sglang_ready.WaitFailed, match="was not ready within 60 s"):
+    with pytest.raises(sglang_ready.WaitFailed, match="was not ready within 60 s: no new invocation started"):
         sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
 
 
@@ -208,6 +208,53 @@ def test_a_main_start_systemd_reports_as_garbage_is_not_a_start() -> None:
     assert result["load"]["total_s"] == result["elapsed_s"]
 
 
+def stopping(polls: int) -> list[dict[str, str]]:
+    """The replaced invocation for `polls` polls: still active (SIGTERM sent, unpinning), then deactivating."""
+    return [active("old")] + [{"ActiveState": "deactivating", "SubState": "stop-sigterm", "InvocationID": "old"}
+                              for _poll in range(polls - 1)]
+
+
+def main_started(inv: str, at: float) -> dict[str, str]:
+    """The invocation's state once systemd has started its main process at `at` (the fake clock is monotonic)."""
+    return {**active(inv), "ExecMainStartTimestampMonotonic": str(int(at * 1e6))}
+
+
+def test_a_slow_stop_of_the_replaced_process_does_not_shorten_the_loads_budget() -> None:
+    """The old process takes 100 s to stop (unpinning the host pool), longer than the 60 s budget itself; the new one
+    then loads for 50 s. The budget counts from the new process's start: ready, and the load is 50 s long."""
+    stop = 50  # polls of 2 s
+    load = 25
+    fake = FakeHost(stopping(stop) + [main_started("new", START + 2 * stop)] * (load + 1), journal=LOAD,
+                    health_from=stop + load + 1)  # the poll at START + 2 * (stop + load)
+    clock = FakeClock(START)
+    result = sglang_ready.Waiter(dict(PARAMS, stop_timeout=390), fake, clock).run()
+    assert result["ready"] and result["invocation_id"] == "new"
+    assert result["elapsed_s"] == 2 * (stop + load) > PARAMS["timeout"]
+    assert result["load"]["total_s"] == 2 * load
+
+
+def test_the_stop_allowance_does_not_lengthen_the_load_itself() -> None:
+    """However long the stop may take, a load gets the budget from its own start, and no more."""
+    stop = 10
+    fake = FakeHost(stopping(stop) + [main_started("new", START + 2 * stop)], journal=LOAD[:1])
+    clock = FakeClock(START)
+    with pytest.raises(sglang_ready.WaitFailed, match=r"was not ready within 60 s of its start \(last health answer"):
+        sglang_ready.Waiter(dict(PARAMS, stop_timeout=390), fake, clock).run()
+    deadline = START + 2 * stop + PARAMS["timeout"]
+    assert deadline <= clock.now < deadline + 2 * PARAMS["interval"]
+
+
+def test_a_replaced_process_that_never_goes_fails_after_its_stop_allowance_and_the_budget() -> None:
+    fake = FakeHost(stopping(1000), health_from=0)
+    clock = FakeClock(START)
+    with pytest.raises(sglang_ready.WaitFailed) as failure:
+        sglang_ready.Waiter(dict(PARAMS, stop_timeout=30), fake, clock).run()
+    assert "was not ready within 90 s: no new invocation started (the unit is deactivating/stop-sigterm, " \
+           "invocation old" in str(failure.value)
+    assert START + 90 <= clock.now < START + 90 + 2 * PARAMS["interval"]
+    assert fake.health_calls == 0  # the replaced process's answers are never asked for
+
+
 def test_a_unit_that_never_starts_fails_after_the_grace() -> None:
     fake = FakeHost([{"ActiveState": "inactive", "SubState": "dead", "InvocationID": "old"}])
     clock = FakeClock(START)
@@ -220,7 +267,7 @@ def test_hang_fails_at_the_budget_with_the_last_progress() -> None:
     fake = FakeHost([active("new")], journal=LOAD[:2])
     with pytest.raises(sglang_ready.WaitFailed) as failure:
         sglang_ready.Waiter(dict(PARAMS), fake, FakeClock(START)).run()
-    assert "was not ready within 60 s" in str(failure.value)
+    assert "was not ready within 60 s of its start" in str(failure.value)
     assert "loading weights 45% (29/64 shards)" in str(failure.value)
 
 
