@@ -7,8 +7,10 @@ Each N gets its own inventory (hosts bench-1..bench-N as Debian 12 systemd conta
 simulator, on the Docker network sglang-bench, with the sandbox's group variables), created with
 playbooks/sandbox.yml and removed with playbooks/sandbox-destroy.yml afterwards, whatever happened. The
 controller CPU is the user + system time of the ansible-playbook process and everything it started
-(its workers, the docker exec clients), read from the kernel's accounting of children. The machine the
-figures come from is printed with them: they mean nothing without it.
+(its workers, the docker exec clients), read from the kernel's accounting of children. The machine CPU is
+what the whole machine spent busy meanwhile (/proc/stat): the controller and what runs for it elsewhere, the
+modules in the containers and Docker's daemons, all on the same cores; divided by the wall time, how many
+cores the run kept busy. The machine the figures come from is printed with them: they mean nothing without it.
 
 Beside them, Ansible's own floor on that machine: the same sizes of local-connection hosts running a play of
 40 trivial set_fact tasks (--floor-only runs just that, without Docker). How that play's time grows from 1 to
@@ -52,8 +54,22 @@ RECAP_LINE = re.compile(r"^\S+\s+: ok=(?P<ok>\d+)\s+changed=\d+\s+unreachable=\d
 @dataclass
 class Run:
     wall_s: float
-    cpu_s: float
+    cpu_s: float  # the controller's: ansible-playbook and every process it started
     rc: int
+    machine_s: float = 0.0  # the whole machine's busy CPU meanwhile: the controller, the containers, Docker
+
+
+def machine_busy(stat: str | None = None) -> float:
+    """Seconds of CPU the machine has been busy since boot: the first line of /proc/stat (proc(5): user, nice,
+    system, idle, iowait, irq, softirq, steal, in USER_HZ ticks), all but idle and iowait. Guest time is already
+    part of user and nice."""
+    text = Path("/proc/stat").read_text() if stat is None else stat
+    first = text.split("\n", 1)[0].split()
+    if not first or first[0] != "cpu":
+        raise ValueError(f"not the first line of /proc/stat: {first[:1]}")
+    ticks = [int(value) for value in first[1:9]] + [0] * (9 - len(first))
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -95,13 +111,13 @@ def timed(argv: list[str], config: Path, out: Any) -> Run:
     """Run argv with ANSIBLE_CONFIG=config, its output to out: wall time, the CPU time of it and its children
     (the kernel's accounting of children), exit status."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy()
     started = time.monotonic()
     rc = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
     wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy() - busy
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(round(wall, 1), round(cpu, 1), rc)
+    return Run(round(wall, 1), round(cpu, 1), rc, round(busy, 1))
 
 
 def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
@@ -247,15 +263,35 @@ def bench(hosts: int, repeat: int, work: Path) -> Result:
 
 
 def table(results: list[Result]) -> str:
+    """Per size, the median no-op: wall, controller CPU, the machine's CPU and how many cores that kept busy."""
     base = results[0]
-    lines = ["hosts  no-op wall  ratio  no-op CPU  CPU/host  CPU ratio  roll wall  first install",
-             "-----  ----------  -----  ---------  --------  ---------  ---------  -------------"]
+    columns = ["hosts", "no-op wall", "ratio", "no-op CPU", "CPU/host", "CPU ratio", "machine CPU", "cores busy",
+               "roll wall", "first install"]
+    lines = ["  ".join(columns), "  ".join("-" * len(column) for column in columns)]
     for result in results:
-        wall, cpu = result.median("wall_s"), result.median("cpu_s")
+        wall, cpu, busy = result.median("wall_s"), result.median("cpu_s"), result.median("machine_s")
         lines.append(f"{result.hosts:>5}  {wall:>8.1f} s  {wall / base.median('wall_s'):>4.2f}x  {cpu:>7.1f} s"
                      f"  {cpu / result.hosts:>6.1f} s  {cpu / base.median('cpu_s'):>8.2f}x"
+                     f"  {busy:>9.1f} s  {busy / wall if wall else 0:>10.2f}"
                      f"  {result.roll.wall_s if result.roll else 0:>7.1f} s  {result.install.wall_s:>11.1f} s")
     return "\n".join(lines)
+
+
+def cpu_lines(results: list[Result]) -> list[str]:
+    """Per size beyond the first: the CPU each added host costs, the controller's and the rest of the machine's
+    (its container, Docker), and the least wall time that CPU takes on this machine's cores."""
+    base, cores = results[0], os.cpu_count() or 1
+    lines = []
+    for result in results[1:]:
+        if result.hosts == base.hosts:
+            continue
+        added = result.hosts - base.hosts
+        controller = (result.median("cpu_s") - base.median("cpu_s")) / added
+        busy = (result.median("machine_s") - base.median("machine_s")) / added
+        lines.append(f"CPU of each host beyond {base.hosts} (to {result.hosts}): {busy:.2f} s on the machine, "
+                     f"{controller:.2f} s of it the controller's and {busy - controller:.2f} s the rest (its "
+                     f"container, Docker): at least {busy / cores:.2f} s of wall on {cores} cores.")
+    return lines
 
 
 def machine() -> str:
@@ -279,7 +315,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     floors = [floor(size, args.repeat, work) for size in sizes]
     results = [] if args.floor_only else [bench(size, args.repeat, work) for size in sizes]
-    growth_text = "".join(f"\n{line}" for line in growth_lines(results)) if results else ""
+    growth_text = "".join(f"\n{line}" for line in cpu_lines(results) + growth_lines(results)) if results else ""
     print(f"machine: {machine()}\nlogs: {work}\n\n{table(results) if results else ''}\n{floor_line(sizes, floors)}"
           f"{growth_text}")
     if args.json:

@@ -103,3 +103,30 @@ def test_the_growth_line_sets_the_deploy_beside_its_shape_its_module_and_the_bud
     unshaped = bench.Result(5, bench.Run(100.0, 50.0, 0), [bench.Run(4.74, 1.0, 0)])
     assert bench.growth_lines([one, unshaped]) == []  # a size whose shape was not timed has no line
     assert bench.growth_lines([one, result(1, 2.6, 1.7, 1.2, bench.Shape(16, 0))]) == []  # nothing added
+
+
+# proc(5): the first line of /proc/stat, in USER_HZ ticks: user nice system idle iowait irq softirq steal guest
+# guest_nice. This one was read on the sandbox machine (Linux 6.18, 2 CPUs); the cpu0 line is made up.
+PROC_STAT = ("cpu  7632107 0 2190296 7149570 18455 0 27033 217725 0 0\n"
+             "cpu0 3816053 0 1095148 3574785 9227 0 13516 108862 0 0\n")
+
+
+def test_the_machines_busy_time_is_all_of_proc_stat_but_idle_and_iowait() -> None:
+    hz = bench.os.sysconf("SC_CLK_TCK")
+    assert bench.machine_busy(PROC_STAT) == pytest.approx((7632107 + 0 + 2190296 + 0 + 27033 + 217725) / hz)
+    assert bench.machine_busy() > 0  # this machine's own
+    with pytest.raises(ValueError, match="not the first line of /proc/stat"):
+        bench.machine_busy("intr 1 2 3\n")
+
+
+def test_the_table_and_the_cpu_line_give_the_machines_cpu_beside_the_controllers() -> None:
+    def result(hosts: int, wall: float, cpu: float, busy: float) -> object:
+        return bench.Result(hosts, bench.Run(100.0, 50.0, 0), [bench.Run(wall, cpu, 0, busy)])
+    one, five = result(1, 3.0, 2.6, 3.2), result(5, 6.0, 6.6, 9.6)
+    rows = [line.split() for line in bench.table([one, five]).splitlines()[2:]]
+    assert rows[1][9:12] == ["9.6", "s", "1.60"]  # 9.6 s of the machine's CPU in 6 s: 1.6 cores busy
+    [line] = bench.cpu_lines([one, five])
+    cores = bench.os.cpu_count()
+    assert line == (f"CPU of each host beyond 1 (to 5): 1.60 s on the machine, 1.00 s of it the controller's and "
+                    f"0.60 s the rest (its container, Docker): at least {1.6 / cores:.2f} s of wall on {cores} cores.")
+    assert bench.cpu_lines([one, result(1, 3.1, 2.5, 3.0)]) == []
