@@ -277,9 +277,10 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def cpu_lines(results: list[Result]) -> list[str]:
+def cpu_lines(results: list[Result], ratio: float = TARGET_RATIO) -> list[str]:
     """Per size beyond the first: the CPU each added host costs, the controller's and the rest of the machine's
-    (its container, Docker), and the least wall time that CPU takes on this machine's cores."""
+    (its container, Docker); and the least wall time the whole no-op's CPU takes on this machine's cores (all of
+    them busy all the time), against `ratio` times the first size's wall."""
     base, cores = results[0], os.cpu_count() or 1
     lines = []
     for result in results[1:]:
@@ -288,9 +289,13 @@ def cpu_lines(results: list[Result]) -> list[str]:
         added = result.hosts - base.hosts
         controller = (result.median("cpu_s") - base.median("cpu_s")) / added
         busy = (result.median("machine_s") - base.median("machine_s")) / added
+        least = result.median("machine_s") / cores
         lines.append(f"CPU of each host beyond {base.hosts} (to {result.hosts}): {busy:.2f} s on the machine, "
                      f"{controller:.2f} s of it the controller's and {busy - controller:.2f} s the rest (its "
-                     f"container, Docker): at least {busy / cores:.2f} s of wall on {cores} cores.")
+                     f"container, Docker). The no-op of {result.hosts} used {result.median('machine_s'):.1f} s of "
+                     f"the machine's CPU: at least {least:.2f} s of wall on {cores} cores, "
+                     f"{least / base.median('wall_s'):.2f}x the first's ({ratio}x is "
+                     f"{ratio * base.median('wall_s'):.2f} s).")
     return lines
 
 
