@@ -589,9 +589,16 @@ class Waiter:
     def elapsed(self) -> float:
         return round(self.clock.time() - self.started, 1)
 
+    def describe(self) -> str:
+        """The load's progress; before the new invocation, that the one it replaces has yet to stop."""
+        if not self.followed and self.previous and self.state.get("InvocationID") == self.previous:
+            return (f"waiting for the server it replaces to stop ({self.state.get('ActiveState')}/"
+                    f"{self.state.get('SubState')})")
+        return self.progress.describe()
+
     def status(self) -> dict[str, Any]:
         return {"unit": self.p["unit"], "phase": self.progress.phase, "progress": self.progress.progress,
-                "describe": self.progress.describe(), "elapsed_s": self.elapsed(),
+                "describe": self.describe(), "elapsed_s": self.elapsed(),
                 "invocation_id": self.followed, "active_state": self.state.get("ActiveState"),
                 "sub_state": self.state.get("SubState"), "health": self.last_health,
                 "phases": self.progress.phases, "stall_key": self.progress.stall_key,

@@ -67,6 +67,17 @@ def test_slow_drain_fault_delays_the_exit(launch: LaunchFn, model_dir: Path) -> 
     assert result["status"] == 200
 
 
+def test_slow_exit_fault_delays_the_exit_after_the_drain(launch: LaunchFn, model_dir: Path) -> None:
+    """No request in flight: the drain is over at once, the exit comes the fault's seconds later (a lower bound,
+    which a busy machine only makes longer)."""
+    server, _port = start_ready(launch, model_dir, SGLANG_SIM_FAULT="slow_exit=1.5")
+    started = time.monotonic()
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(30) == 0
+    assert time.monotonic() - started >= 1.5
+    assert "SIGTERM received" in server.stderr and "Gracefully exiting" not in server.stderr
+
+
 def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> None:
     server, port = start_ready(launch, model_dir, SGL_FORCE_SHUTDOWN="1")
     thread, result = generate_in_background(port, 500)

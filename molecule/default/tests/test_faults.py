@@ -157,6 +157,35 @@ def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
     assert show(host, "InvocationID")["InvocationID"] != old and serving(host)
 
 
+def test_a_slow_stop_of_the_old_server_does_not_count_against_the_new_ones_load(host: Any) -> None:
+    """The running server takes 75 s to exit once drained (fault slow_exit=75: SGLang freeing a large pinned host
+    pool), more than the whole 60 s readiness budget, and within the unit's TimeoutStopSec (120 s here). The new
+    server loads in seconds. The budget counts from the new process's start, the stop allowed on top: the change
+    lands instead of failing at 60 s and being rolled back (as it did before). Ends as the drill before left the
+    server (ratio 2.3, the sandbox's budget, no fault), for the next drill."""
+    budget = ["-e", "sglang_ready_timeout=60"]
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.2", *budget,
+                                     *fault("slow_exit=75"))
+    assert rc == 0, why(out)
+    old = show(host, "InvocationID")["InvocationID"]
+    rc, out, seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.4", *budget)
+    assert rc == 0, why(out)
+    ready, load = re.search(r"ready after ([\d.]+) s", out), re.search(r"; load ([\d.]+) s", out)
+    allowed = re.search(r"readiness budget (\d+) s", out)
+    assert ready and load and allowed, why(out)
+    # The wait outlasted the budget (60 s, or twice the last load if that was longer) by the old server's stop,
+    # and the load itself took less.
+    assert float(ready[1]) > int(allowed[1]) > float(load[1]), why(out)
+    assert show(host, "InvocationID")["InvocationID"] != old and serving(host)
+    stopping = "waiting for the server it replaces to stop" in out
+    print(f"MEASURED slow stop: ready after {ready[1]} s, load {load[1]} s, budget {allowed[1]} s, "
+          f"deploy {seconds:.1f} s; "
+          f"the stop shown as such while waiting: {stopping}")
+    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")
+    assert rc == 0, why(out)
+    assert serving(host)
+
+
 def test_a_deploy_starts_a_server_that_systemd_stopped_at_its_start_limit(host: Any) -> None:
     """systemd counts every start against StartLimitBurst=3 in StartLimitIntervalSec=3600, by hand or by
     Restart=, and refuses the one over it (tests/fixtures/systemd/start-limit.yml). Restarts by hand use the

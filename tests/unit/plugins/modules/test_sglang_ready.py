@@ -228,9 +228,21 @@ def test_a_slow_stop_of_the_replaced_process_does_not_shorten_the_loads_budget()
                     health_from=stop + load + 1)  # the poll at START + 2 * (stop + load)
     clock = FakeClock(START)
     result = sglang_ready.Waiter(dict(PARAMS, stop_timeout=390), fake, clock).run()
-    assert result["ready"] and result["invocation_id"] == "new"
+    assert result["ready"] and result["invocation_id"] == "new" and result["describe"] == "fired up"
     assert result["elapsed_s"] == 2 * (stop + load) > PARAMS["timeout"]
     assert result["load"]["total_s"] == 2 * load
+
+
+def test_while_the_replaced_process_stops_the_progress_says_so() -> None:
+    waiter = sglang_ready.Waiter(dict(PARAMS, stop_timeout=390), FakeHost(stopping(3)), FakeClock(START))
+    waiter.poll()
+    assert waiter.status()["describe"] == "waiting for the server it replaces to stop (active/running)"
+    waiter.poll()
+    assert waiter.status()["describe"] == "waiting for the server it replaces to stop (deactivating/stop-sigterm)"
+    fresh = sglang_ready.Waiter(dict(PARAMS, previous_invocation_id=""), FakeHost([active("current")]),
+                                FakeClock(START))
+    fresh.poll()
+    assert fresh.status()["describe"] == "starting"  # nothing replaced: the load's own progress
 
 
 def test_the_stop_allowance_does_not_lengthen_the_load_itself() -> None:

@@ -35,7 +35,7 @@ SGLANG_SIM_GPU_DEVICES          (unset)   1 = each rank opens /dev/nvidiactl, /d
 SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>,
                                           hang_at=<pct>, fail_warmup, crash_after_ready=<s>,
                                           slow_drain=<s>, hold_until_sigterm=<tokens>,
-                                          exit_code=<n> (default 1)
+                                          slow_exit=<s>, exit_code=<n> (default 1)
 SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
                                           its 1-token generation before answering 503
 SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at once,
@@ -51,4 +51,6 @@ fired up and ready to roll!". ``slow_drain`` adds its seconds once to every requ
 flight after SIGTERM arrived. ``hold_until_sigterm=<n>`` holds every request that asks for n tokens or
 more until SIGTERM arrives, then generates it: a drain drill's request is in flight when the drain
 begins however slow the machine (the warm-up, health and smoke generations are shorter).
+``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains, take s seconds more, silently: SGLang
+freeing a large pinned host pool on its way out.
 """

@@ -360,16 +360,22 @@ class Simulator:
         while not self.stop.wait(0.2):
             pass
         if self.settings.force_shutdown:
-            procs.exit_now(0)
+            self.exit_after_sigterm()
         next_log = 0.0
         while True:
             remaining = engine.remaining()
             if not remaining:
-                procs.exit_now(0)
+                self.exit_after_sigterm()
             if time.monotonic() >= next_log:
                 logs.log(msg.DRAINING.format(count=len(remaining), rids=remaining))
                 next_log = time.monotonic() + self.settings.drain_log_seconds
             time.sleep(0.05)
+
+    def exit_after_sigterm(self) -> NoReturn:
+        """Exit 0, the slow_exit fault's seconds later: SGLang freeing a large pinned host pool on its way out,
+        silently, after the drain."""
+        time.sleep(self.faults.slow_exit)
+        procs.exit_now(0)
 
     def warmup(self, state: State) -> None:
         """SGLang's _wait_and_warmup: /get_model_info and one /generate against itself."""
