@@ -67,8 +67,7 @@ def machine_busy(stat: str | None = None) -> float:
     first = text.split("\n", 1)[0].split()
     if not first or first[0] != "cpu":
         raise ValueError(f"not the first line of /proc/stat: {first[:1]}")
-    ticks = [int(value) for value in first[1:9]] + [0] * (9 - len(first))
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ([int(value) for value in first[1:9]] + [0] * 8)[:8]
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
@@ -111,11 +110,11 @@ def timed(argv: list[str], config: Path, out: Any) -> Run:
     """Run argv with ANSIBLE_CONFIG=config, its output to out: wall time, the CPU time of it and its children
     (the kernel's accounting of children), exit status."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(config), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    before, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy()
+    before, busy_before = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy()
     started = time.monotonic()
     rc = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
     wall = time.monotonic() - started
-    after, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy() - busy
+    after, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy() - busy_before
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return Run(round(wall, 1), round(cpu, 1), rc, round(busy, 1))
 

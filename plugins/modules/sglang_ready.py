@@ -678,13 +678,13 @@ class Waiter:
         wait's start, as the process it replaces may first take that long to stop."""
         if self.followed:
             return self.load_origin() + self.p["timeout"]
-        return self.started + (self.p.get("stop_timeout") or 0) + self.p["timeout"]
+        return self.started + self.p["stop_timeout"] + self.p["timeout"]
 
     def timed_out(self) -> WaitFailed:
         if self.followed:
             return self.fail(f"was not ready within {self.p['timeout']} s of its start "
                              f"(last health answer: {self.last_health})")
-        total = (self.p.get("stop_timeout") or 0) + self.p["timeout"]
+        total = self.p["stop_timeout"] + self.p["timeout"]
         return self.fail(f"was not ready within {total} s: no new invocation started (the unit is "
                          f"{self.state.get('ActiveState')}/{self.state.get('SubState')}, invocation "
                          f"{self.state.get('InvocationID', '')[:8] or 'none'}; last health answer: {self.last_health})")

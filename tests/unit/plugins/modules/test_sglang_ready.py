@@ -51,7 +51,7 @@ class FakeHost:
 
 
 PARAMS = {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:30000/health_generate",
-          "previous_invocation_id": "old", "timeout": 60, "interval": 2, "start_grace": 10,
+          "previous_invocation_id": "old", "timeout": 60, "stop_timeout": 0, "interval": 2, "start_grace": 10,
           "health_timeout": 30, "journal_lines": 5, "status_file": None, "stall_timeouts": {},
           "shard_progress": True}
 

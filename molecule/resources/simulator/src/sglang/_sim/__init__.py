@@ -51,6 +51,6 @@ fired up and ready to roll!". ``slow_drain`` adds its seconds once to every requ
 flight after SIGTERM arrived. ``hold_until_sigterm=<n>`` holds every request that asks for n tokens or
 more until SIGTERM arrives, then generates it: a drain drill's request is in flight when the drain
 begins however slow the machine (the warm-up, health and smoke generations are shorter).
-``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains, take s seconds more, silently: SGLang
-freeing a large pinned host pool on its way out.
+``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains (or at once with SGL_FORCE_SHUTDOWN),
+take s seconds more, silently: SGLang freeing a large pinned host pool on its way out.
 """

@@ -373,7 +373,7 @@ class Simulator:
 
     def exit_after_sigterm(self) -> NoReturn:
         """Exit 0, the slow_exit fault's seconds later: SGLang freeing a large pinned host pool on its way out,
-        silently, after the drain."""
+        silently, after the drain (at once with SGL_FORCE_SHUTDOWN, which skips it)."""
         time.sleep(self.faults.slow_exit)
         procs.exit_now(0)
 
