@@ -675,7 +675,10 @@ class Waiter:
     def deadline(self) -> float:
         """When the wait gives up: O(timeout) after the new invocation's start (the load's own clock, that of the
         budget learned from earlier loads); until one has started, O(stop_timeout) later than that after the
-        wait's start, as the process it replaces may first take that long to stop."""
+        wait's start, as the process it replaces may first take that long to stop. systemd kills it then: in
+        systemd-stable v252.31 src/core/service.c, service_enter_signal arms the stop-sigterm timer at
+        now + timeout_stop_usec, and service_dispatch_timer sends SIGKILL when it fires; the restart, and so the
+        stop, was asked for before this wait began."""
         if self.followed:
             return self.load_origin() + self.p["timeout"]
         return self.started + self.p["stop_timeout"] + self.p["timeout"]
