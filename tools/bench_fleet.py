@@ -87,6 +87,7 @@ class Result:
     shape: Shape | None = None
     module: Run | None = None
     shaped: Run | None = None
+    start: Run | None = None  # ansible-playbook --list-hosts: Ansible's start, before any task (one core)
 
     def median(self, attribute: str) -> float:
         return statistics.median(getattr(run, attribute) for run in self.noop)
@@ -249,6 +250,9 @@ def bench(hosts: int, repeat: int, work: Path) -> Result:
         for _run in range(repeat):
             result.noop.append(checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
                                        "a no-op deploy", log))
+        result.start = median_run([checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", "--list-hosts",
+                                                    log=log), "Ansible's start (--list-hosts)", log)
+                                   for _run in range(repeat)])
         result.shape = recap_shape(log.read_text())
         shaped, module = shape_plays(work / "shape", result.shape)
         result.shaped = median_run([checked(playbook(str(shaped), inv, log=log), "the shape play", log)
@@ -276,10 +280,24 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def least_wall(machine_s: float, start_s: float, cores: int) -> float:
+    """The least wall time a run that used machine_s of CPU can take on `cores` cores, when its first start_s
+    (Ansible's start: imports, inventory, parsing) runs on one core and the rest keeps every core busy."""
+    return start_s + max(machine_s - start_s, 0.0) / cores
+
+
+def cpu_budget(base: Result, hosts: int, start_s: float, cores: int, ratio: float = TARGET_RATIO) -> float:
+    """The most machine CPU each host beyond the first size's may use for `hosts` to take at most `ratio` times its
+    wall, by least_wall (the first size's CPU and Ansible's start staying as they are)."""
+    return (cores * (ratio * base.median("wall_s") - start_s) + start_s - base.median("machine_s")) \
+        / (hosts - base.hosts)
+
+
 def cpu_lines(results: list[Result], ratio: float = TARGET_RATIO) -> list[str]:
     """Per size beyond the first: the CPU each added host costs, the controller's and the rest of the machine's
-    (its container, Docker); and the least wall time the whole no-op's CPU takes on this machine's cores (all of
-    them busy all the time), against `ratio` times the first size's wall."""
+    (its container, Docker); the least wall time the whole no-op's CPU takes on this machine's cores, with
+    Ansible's start (when measured) on one core and the rest on all, against `ratio` times the first size's wall;
+    and the machine CPU an added host may use for that ratio."""
     base, cores = results[0], os.cpu_count() or 1
     lines = []
     for result in results[1:]:
@@ -288,13 +306,17 @@ def cpu_lines(results: list[Result], ratio: float = TARGET_RATIO) -> list[str]:
         added = result.hosts - base.hosts
         controller = (result.median("cpu_s") - base.median("cpu_s")) / added
         busy = (result.median("machine_s") - base.median("machine_s")) / added
-        least = result.median("machine_s") / cores
+        start = result.start.wall_s if result.start else 0.0
+        least = least_wall(result.median("machine_s"), start, cores)
+        started = (f", {start:.2f} s of it Ansible's start on one core (imports, inventory, parsing: --list-hosts)"
+                   if result.start else "")
         lines.append(f"CPU of each host beyond {base.hosts} (to {result.hosts}): {busy:.2f} s on the machine, "
                      f"{controller:.2f} s of it the controller's and {busy - controller:.2f} s the rest (its "
                      f"container, Docker). The no-op of {result.hosts} used {result.median('machine_s'):.1f} s of "
-                     f"the machine's CPU: at least {least:.2f} s of wall on {cores} cores, "
+                     f"the machine's CPU{started}: at least {least:.2f} s of wall on {cores} cores, "
                      f"{least / base.median('wall_s'):.2f}x the first's ({ratio}x is "
-                     f"{ratio * base.median('wall_s'):.2f} s).")
+                     f"{ratio * base.median('wall_s'):.2f} s). For {ratio}x each added host may use at most "
+                     f"{cpu_budget(base, result.hosts, start, cores, ratio):.2f} s of the machine's CPU.")
     return lines
 
 

@@ -130,5 +130,27 @@ def test_the_table_and_the_cpu_line_give_the_machines_cpu_beside_the_controllers
     [line] = bench.cpu_lines([one, five])
     assert line == ("CPU of each host beyond 1 (to 5): 1.60 s on the machine, 1.00 s of it the controller's and "
                     "0.60 s the rest (its container, Docker). The no-op of 5 used 9.6 s of the machine's CPU: at "
-                    "least 4.80 s of wall on 2 cores, 1.60x the first's (1.5x is 4.50 s).")
+                    "least 4.80 s of wall on 2 cores, 1.60x the first's (1.5x is 4.50 s). For 1.5x each added "
+                    "host may use at most 1.45 s of the machine's CPU.")  # (2 x 4.5 - 3.2) / 4
     assert bench.cpu_lines([one, result(1, 3.1, 2.5, 3.0)]) == []
+    # With Ansible's start measured (1 s on one core), the bound and the budget take it as serial.
+    five.start = bench.Run(1.0, 0.9, 0)
+    [line] = bench.cpu_lines([one, five])
+    assert ("used 9.6 s of the machine's CPU, 1.00 s of it Ansible's start on one core (imports, inventory, "
+            "parsing: --list-hosts): at least 5.30 s of wall on 2 cores, 1.77x the first's (1.5x is 4.50 s). "
+            "For 1.5x each added host may use at most 1.20 s of the machine's CPU.") in line
+
+
+def test_the_least_wall_runs_the_start_on_one_core_and_the_rest_on_all() -> None:
+    assert bench.least_wall(8.0, 0.0, 2) == 4.0  # all of it parallel
+    assert bench.least_wall(8.0, 8.0, 2) == 8.0  # all of it the start
+    assert bench.least_wall(8.0, 2.0, 2) == 5.0
+    assert bench.least_wall(1.0, 2.0, 2) == 2.0  # a start longer than the CPU measured is still its own wall
+
+
+def test_the_cpu_budget_is_what_an_added_host_may_use_for_the_least_wall_to_meet_the_ratio() -> None:
+    base = bench.Result(1, bench.Run(100.0, 50.0, 0), [bench.Run(2.0, 1.6, 0, 2.0)])
+    allowed = bench.cpu_budget(base, 5, 0.8, 2)
+    five = 2.0 + 4 * allowed  # the machine CPU of five hosts each using exactly the budget
+    assert bench.least_wall(five, 0.8, 2) == pytest.approx(1.5 * 2.0)
+    assert bench.cpu_budget(base, 5, 0.8, 2, ratio=2.0) > allowed
