@@ -10,7 +10,11 @@ controller CPU is the user + system time of the ansible-playbook process and eve
 (its workers, the docker exec clients), read from the kernel's accounting of children. The machine CPU is
 what the whole machine spent busy meanwhile (/proc/stat): the controller and what runs for it elsewhere, the
 modules in the containers and Docker's daemons, all on the same cores; divided by the wall time, how many
-cores the run kept busy. The machine the figures come from is printed with them: they mean nothing without it.
+cores the run kept busy. Ansible's start (the median wall of `deploy.yml --list-hosts`: imports, inventory,
+parsing, on one core before any task) bounds the no-op's wall from below with that CPU: at least
+start + (machine CPU - start) / cores; the tool prints that bound and the machine CPU an added host may use for
+the largest fleet to stay within 1.5 times the first's. The machine the figures come from is printed with them:
+they mean nothing without it.
 
 Beside them, Ansible's own floor on that machine: the same sizes of local-connection hosts running a play of
 40 trivial set_fact tasks (--floor-only runs just that, without Docker). How that play's time grows from 1 to
