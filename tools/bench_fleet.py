@@ -22,9 +22,12 @@ N hosts is what any playbook's per-task cost does there, with no module, connect
 
 And on each fleet's own hosts, before they are removed, the floor of the no-op's shape: a play with as many
 tasks per host as the no-op ran there (read from its recap), one of them a module (`ansible.builtin.ping`)
-and the rest trivial, and a play of that one module alone. What each host beyond the first costs in the
-deploy, in that shape and with one module, is printed beside what it may cost for the no-op of the largest
-fleet to take at most 1.5 times the first's, given the deploy's part that does not grow with the fleet.
+and the rest trivial, a play of that one module alone, and the deploy's minimum: a play that resolves each
+server's configuration and reads its host exactly as the deploy's validation play does (sglang_config's
+resolve.yml and read_host.yml, with deploy.yml's own arguments), which no no-op can leave out. What each host
+beyond the first costs in the deploy, in its minimum, in its shape and with one module, is printed beside what
+it may cost for the no-op of the largest fleet to take at most 1.5 times the first's, given the deploy's part
+that does not grow with the fleet.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class Result:
     module: Run | None = None
     shaped: Run | None = None
     start: Run | None = None  # ansible-playbook --list-hosts: Ansible's start, before any task (one core)
+    minimum: Run | None = None  # the deploy's resolve and read alone (minimum_play)
 
     def median(self, attribute: str) -> float:
         return statistics.median(getattr(run, attribute) for run in self.noop)
@@ -199,6 +203,41 @@ def shape_plays(directory: Path, shape: Shape) -> tuple[Path, Path]:
     return plays[0], plays[1]
 
 
+READ_TASKS_FROM = "assess.yml"  # the validation play's task that resolves, reads and plans (playbooks/deploy.yml)
+
+
+def deploy_read_vars(deploy: Path = ROOT / "playbooks" / "deploy.yml") -> dict[str, Any]:
+    """The variables deploy.yml's validation play reads each host with: those of its task that imports
+    sglang_config's assess.yml (the install roles' stamps, the deployed files)."""
+    for play in yaml.safe_load(deploy.read_text()):
+        for task in play.get("tasks") or []:
+            imported = task.get("ansible.builtin.import_role") or {}
+            if imported.get("name") == "sglang_config" and imported.get("tasks_from") == READ_TASKS_FROM:
+                return dict(task.get("vars") or {})
+    raise ValueError(f"{deploy}: no task imports sglang_config's {READ_TASKS_FROM}")
+
+
+def minimum_play(directory: Path, read_vars: dict[str, Any]) -> Path:
+    """A play on sglang_workers of what no no-op can leave out, exactly as the deploy does it: resolve each server's
+    configuration (sglang_config's resolve.yml, with its dependency's argument check) and read its host
+    (read_host.yml: one sglang_host_facts call, with the deploy's read_vars). No decision, no plan, no report."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def imported(role: str, tasks_from: str) -> dict[str, Any]:
+        return {"name": role, "tasks_from": tasks_from, "rolespec_validate": False}
+    tasks = [{"name": "Resolve the configuration as the deploy does",
+              "ansible.builtin.import_role": imported("sglang_config", "resolve.yml")},
+             {"name": "The service's variables, for the files it deploys (no task)",
+              "ansible.builtin.import_role": imported("sglang_service", "variables.yml")},
+             {"name": "Read the host as the deploy does",
+              "ansible.builtin.import_role": imported("sglang_config", "read_host.yml"), "vars": read_vars}]
+    play = directory / "minimum.yml"
+    play.write_text(yaml.safe_dump([{"name": "The no-op's minimum on these hosts: resolve and read",
+                                     "hosts": "sglang_workers", "gather_facts": False, "tasks": tasks}],
+                                   sort_keys=False))
+    return play
+
+
 def median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
 
@@ -230,11 +269,14 @@ def growth_lines(results: list[Result]) -> list[str]:
         limit = budget(base.hosts, base.median("wall_s"), added, result.hosts)
         shaped = growth(base.hosts, base.shaped.wall_s, result.hosts, result.shaped.wall_s)
         module = growth(base.hosts, base.module.wall_s, result.hosts, result.module.wall_s)
+        minimum = (f"; the deploy's resolve and read alone "
+                   f"{growth(base.hosts, base.minimum.wall_s, result.hosts, result.minimum.wall_s):.2f} s"
+                   if base.minimum and result.minimum else "")
         lines.append(
-            f"each host beyond {base.hosts} (to {result.hosts}): the no-op deploy {added:.2f} s; Ansible alone in its "
-            f"shape ({shape.per_host} tasks per host, one of them a module, and {shape.run_once} run_once) "
-            f"{shaped:.2f} s; one module alone {module:.2f} s. At most {limit:.2f} s each for {TARGET_RATIO}x, "
-            f"the deploy's part that does not grow staying as it is.")
+            f"each host beyond {base.hosts} (to {result.hosts}): the no-op deploy {added:.2f} s{minimum}; Ansible "
+            f"alone in its shape ({shape.per_host} tasks per host, one of them a module, and {shape.run_once} "
+            f"run_once) {shaped:.2f} s; one module alone {module:.2f} s. At most {limit:.2f} s each for "
+            f"{TARGET_RATIO}x, the deploy's part that does not grow staying as it is.")
     return lines
 
 
@@ -263,6 +305,9 @@ def bench(hosts: int, repeat: int, work: Path) -> Result:
                                     for _run in range(repeat)])
         result.module = median_run([checked(playbook(str(module), inv, log=log), "the one-module play", log)
                                     for _run in range(repeat)])
+        minimum = minimum_play(work / "shape", deploy_read_vars())
+        result.minimum = median_run([checked(playbook(str(minimum), inv, "-e", "hicache_ratio=2.0", log=log),
+                                             "the resolve-and-read play", log) for _run in range(repeat)])
         result.roll = checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.5", log=log), "the roll", log)
         return result
     finally:

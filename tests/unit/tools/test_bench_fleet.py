@@ -154,3 +154,38 @@ def test_the_cpu_budget_is_what_an_added_host_may_use_for_the_least_wall_to_meet
     five = 2.0 + 4 * allowed  # the machine CPU of five hosts each using exactly the budget
     assert bench.least_wall(five, 0.8, 2) == pytest.approx(1.5 * 2.0)
     assert bench.cpu_budget(base, 5, 0.8, 2, ratio=2.0) > allowed
+
+
+def test_the_minimum_reads_each_host_with_the_deploys_own_arguments(tmp_path: Path) -> None:
+    read_vars = bench.deploy_read_vars()
+    assert read_vars["sglang_config_stamps"] == ["nvidia_driver", "sglang_stack", "sglang_weights"]
+    assert "__sglang_service_all_files" in read_vars["sglang_config_deployed_files"]
+    play = yaml.safe_load(bench.minimum_play(tmp_path, read_vars).read_text())[0]
+    assert (play["hosts"], play["gather_facts"]) == ("sglang_workers", False)
+    imports = [(task["ansible.builtin.import_role"]["name"], task["ansible.builtin.import_role"]["tasks_from"])
+               for task in play["tasks"]]
+    assert imports == [("sglang_config", "resolve.yml"), ("sglang_service", "variables.yml"),
+                       ("sglang_config", "read_host.yml")]
+    assert play["tasks"][2]["vars"] == read_vars
+    for role, tasks_from in imports:  # each entry point exists, and the service's brings no task
+        assert (ROOT / "roles" / role / "tasks" / tasks_from).is_file()
+    assert yaml.safe_load((ROOT / "roles/sglang_service/tasks/variables.yml").read_text()) == []
+
+
+def test_a_deploy_without_the_read_task_is_refused(tmp_path: Path) -> None:
+    deploy = tmp_path / "deploy.yml"
+    deploy.write_text(yaml.safe_dump([{"hosts": "all", "tasks": [{"ansible.builtin.debug": {"msg": "x"}}]}]))
+    with pytest.raises(ValueError, match=r"no task imports sglang_config's assess\.yml"):
+        bench.deploy_read_vars(deploy)
+
+
+def test_the_growth_line_gives_the_minimum_when_it_was_timed() -> None:
+    def result(hosts: int, wall: float, minimum: float | None) -> object:
+        runs = bench.Run(1.0, 1.0, 0)
+        return bench.Result(hosts, bench.Run(100.0, 50.0, 0), [bench.Run(wall, 1.0, 0)], None, bench.Shape(14, 2),
+                            runs, runs, None, None if minimum is None else bench.Run(minimum, 1.0, 0))
+    [line] = bench.growth_lines([result(1, 1.91, 1.26), result(5, 3.56, 2.18)])
+    assert line.startswith("each host beyond 1 (to 5): the no-op deploy 0.41 s; the deploy's resolve and read "
+                           "alone 0.23 s; Ansible alone")
+    [line] = bench.growth_lines([result(1, 1.91, None), result(5, 3.56, 2.18)])
+    assert "resolve and read" not in line
