@@ -125,7 +125,7 @@ def timed(argv: list[str], config: Path, out: Any) -> Run:
     wall = time.monotonic() - started
     after, busy = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy() - busy_before
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(round(wall, 1), round(cpu, 1), rc, round(busy, 1))
+    return Run(round(wall, 2), round(cpu, 2), rc, round(busy, 2))
 
 
 def playbook(name: str, inv: Path, *extra: str, log: Path) -> Run:
