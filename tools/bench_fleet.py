@@ -289,25 +289,21 @@ def checked(run: Run, what: str, log: Path) -> Run:
 def bench(hosts: int, repeat: int, work: Path) -> Result:
     inv = inventory(work / f"inventory-{hosts}", hosts)
     log = work / f"bench-{hosts}.log"
+    noop = ("-e", "hicache_ratio=2.0")  # the sandbox's own ratio: nothing to change
+
+    def repeated(what: str, name: str, *extra: str) -> list[Run]:
+        return [checked(playbook(name, inv, *extra, log=log), what, log) for _run in range(repeat)]
     try:
         checked(playbook("playbooks/sandbox.yml", inv, log=log), f"creating {hosts} sandbox hosts", log)
-        result = Result(hosts, checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
-                                       "the first install", log))
-        for _run in range(repeat):
-            result.noop.append(checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", log=log),
-                                       "a no-op deploy", log))
-        result.start = median_run([checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.0", "--list-hosts",
-                                                    log=log), "Ansible's start (--list-hosts)", log)
-                                   for _run in range(repeat)])
+        result = Result(hosts, checked(playbook("deploy.yml", inv, *noop, log=log), "the first install", log))
+        result.noop = repeated("a no-op deploy", "deploy.yml", *noop)
+        result.start = median_run(repeated("Ansible's start (--list-hosts)", "deploy.yml", *noop, "--list-hosts"))
         result.shape = recap_shape(log.read_text())
         shaped, module = shape_plays(work / "shape", result.shape)
-        result.shaped = median_run([checked(playbook(str(shaped), inv, log=log), "the shape play", log)
-                                    for _run in range(repeat)])
-        result.module = median_run([checked(playbook(str(module), inv, log=log), "the one-module play", log)
-                                    for _run in range(repeat)])
+        result.shaped = median_run(repeated("the shape play", str(shaped)))
+        result.module = median_run(repeated("the one-module play", str(module)))
         minimum = minimum_play(work / "shape", deploy_read_vars())
-        result.minimum = median_run([checked(playbook(str(minimum), inv, "-e", "hicache_ratio=2.0", log=log),
-                                             "the resolve-and-read play", log) for _run in range(repeat)])
+        result.minimum = median_run(repeated("the resolve-and-read play", str(minimum), *noop))
         result.roll = checked(playbook("deploy.yml", inv, "-e", "hicache_ratio=2.5", log=log), "the roll", log)
         return result
     finally:
