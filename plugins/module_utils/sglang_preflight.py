@@ -121,8 +121,11 @@ def _calibrated(inputs: PlanInputs, startup: dict[str, Any] | None) -> tuple[Pla
         return inputs, [f"sglang_startup_log: {source}: {exc}"], []
     calibrated, differences = calibrate(inputs, measured, source)
     if differences:
-        return inputs, [], [f"sglang_startup_log: {source} is not a start of this configuration ("
-                            + "; ".join(differences) + "); " + ESTIMATE]
+        # Asked for by name, a log of another start is refused rather than quietly left out: the operator meant
+        # this plan to stand on measured figures, and an estimate in its place would read as one.
+        return inputs, [f"sglang_startup_log: {source} is not a start of this configuration ("
+                        + "; ".join(differences) + "); allowed: the startup log of a start with the same model, "
+                        "draft, tp_size, kv_cache_dtype and page_size (or no sglang_startup_log: " + ESTIMATE + ")"], []
     return calibrated, [], []
 
 

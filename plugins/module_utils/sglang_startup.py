@@ -24,6 +24,7 @@ needs raises StartupLogError naming them. Standard library only.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,12 +34,16 @@ GIB = 1 << 30
 # SGLang's own prefix, "[<time> TP<n>]", anywhere: a journal's prefix may come before it.
 _RANK = re.compile(r"\[[^\]]*?\bTP(\d+)\b[^\]]*\]")
 _BEGIN = re.compile(r"Load weight begin\. avail mem=([\d.]+) GB")
-_END = re.compile(r"Load weight end\. (?P<rest>.*?)avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>[\d.]+) GB")
+# "mem usage" is a difference of two free-memory readings: a load that allocates nothing on the device (the CPU
+# engine, tests/fixtures/sglang-engine) prints "mem usage=-0.00 GB".
+_END = re.compile(r"Load weight end\. (?P<rest>.*?)avail mem=(?P<avail>[\d.]+) GB, mem usage=(?P<usage>-?[\d.]+) GB")
 _FIELD = re.compile(r"\b(\w+)=([\w.]+)")  # "elapsed=244.10 s, type=Kimi..." and the summary's "context_len=262144"
 _KV = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)")
 _SUMMARY = re.compile(r"max_total_num_tokens=(\d+)")
 _SUMMARY_KEYS = ("max_total_num_tokens", "max_running_requests", "context_len")
-_SERVER_ARGS = re.compile(r"server_args=ServerArgs\((.*)\)\s*$")
+# 0.5.9-0.5.14 log "server_args=ServerArgs(key=value, ...)" (f"{server_args=}"); 0.5.19 and later log the resolved
+# dict, "server_args={'key': value, ...}" (srt/entrypoints/engine.py: server_args.resolved_dict()).
+_SERVER_ARGS = re.compile(r"server_args=(?:ServerArgs\((?P<repr>.*)\)|(?P<dict>\{.*\}))\s*$")
 # Settings that decide the memory before the KV pool, or name the run, as ServerArgs prints them.
 SERVER_ARGS_KEYS = ("model_path", "tp_size", "pp_size", "dp_size", "nnodes", "quantization", "dtype", "kv_cache_dtype",
                     "page_size", "mem_fraction_static", "max_total_tokens", "speculative_algorithm",
@@ -146,14 +151,33 @@ def _value(text: str) -> Any:
 
 
 def server_args(line: str) -> dict[str, Any]:
-    """The memory-deciding settings of a ``server_args=ServerArgs(...)`` line (scalars only)."""
+    """The memory-deciding settings of a ``server_args=ServerArgs(...)`` or ``server_args={...}`` line (scalars)."""
     match = _SERVER_ARGS.search(line)
     if not match:
         return {}
-    body = match.group(1)
+    if match.group("dict") is not None:
+        return _dict_args(match.group("dict"))
+    body = match.group("repr")
     found = {}
     for key in SERVER_ARGS_KEYS:
         item = re.search(rf"(?:^|, ){key}=('[^']*'|\"[^\"]*\"|[^,()\[\]{{}}]*)", body)
+        if item:
+            found[key] = _value(item.group(1))
+    return found
+
+
+def _dict_args(text: str) -> dict[str, Any]:
+    """The scalars of SERVER_ARGS_KEYS in a logged dict; a value that is not a Python literal is read as text."""
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        return {key: parsed[key] for key in SERVER_ARGS_KEYS
+                if key in parsed and (parsed[key] is None or isinstance(parsed[key], (str, int, float, bool)))}
+    found = {}
+    for key in SERVER_ARGS_KEYS:
+        item = re.search(rf"(?:^\{{|, )'{key}': ('[^']*'|\"[^\"]*\"|[^,()\[\]{{}}]*)", text)
         if item:
             found[key] = _value(item.group(1))
     return found

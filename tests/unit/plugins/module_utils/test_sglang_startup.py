@@ -16,7 +16,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_startup impor
     read,
     server_args,
 )
-from helpers import ROOT
+from helpers import ROOT, load_script
 from model_configs import EAGLE3, KIMI_K25
 
 LOGS = ROOT / "tests/fixtures/sglang-logs"
@@ -124,7 +124,7 @@ def test_server_args_gives_the_settings_that_decide_memory() -> None:
         "mem_fraction_static": 0.85, "speculative_algorithm": "EAGLE3", "disable_cuda_graph": False}
 
 
-def test_preflight_refuses_an_unusable_log_and_warns_on_another_configuration() -> None:
+def test_preflight_refuses_an_unusable_log_and_a_log_of_another_configuration() -> None:
     facts = {"gpu_memory_mib": 97887, "model_config": KIMI_K25, "draft_config": EAGLE3,
              "host_mem_available_bytes": int(449e9)}
     good = preflight._calibrated(inputs("0.5.23"), {"text": log("0.5.23"), "source": "s.log"})
@@ -133,9 +133,9 @@ def test_preflight_refuses_an_unusable_log_and_warns_on_another_configuration() 
     assert bad[1] and bad[1][0].startswith("sglang_startup_log: s.log: the startup log has no 'Load weight begin")
     text = "[t] server_args=ServerArgs(tp_size=8)\n" + log("0.5.23")
     other = preflight._calibrated(replace(inputs("0.5.23"), tp_size=4), {"text": text, "source": "s.log"})
-    assert not other[0].calibration
-    assert other[2][0].startswith("sglang_startup_log: s.log is not a start of this configuration (tp_size: the log "
-                                  "ran 8, the plan has 4)")
+    assert not other[0].calibration and not other[2]
+    assert other[1][0].startswith("sglang_startup_log: s.log is not a start of this configuration (tp_size: the log "
+                                  "ran 8, the plan has 4); allowed: the startup log of a start with the same model")
     assert preflight.missing_for_plan(facts, calibrating=True) == []
     assert "sglang_model_weight_size" in preflight.missing_for_plan(facts)
 
@@ -214,3 +214,58 @@ def test_the_host_s_recorded_start_calibrates_the_next_plan_of_the_same_configur
     assert warnings == ["not calibrated: the start of 2026-12-01T10:00:00Z on this host ran another configuration "
                         "(tp_size: the recorded start ran 4, the plan has 8); " + preflight.ESTIMATE]
     assert preflight._from_observed(inputs("0.5.23"), config, None) == (inputs("0.5.23"), [])
+
+
+# --- the real server (SGLang 0.5.23 on a CPU, tests/fixtures/sglang-engine) --------------------------------------
+ENGINE = ROOT / "tests/fixtures/sglang-engine"
+TINY_LLAMA = load_script(ROOT / "molecule/resources/models/make_tiny_llama.py").config(4096, "LlamaForCausalLM")
+
+
+def engine_log() -> str:
+    return (ENGINE / "startup-0.5.23-cpu.log").read_text()
+
+
+def test_the_real_startup_log_gives_its_figures() -> None:
+    """0.5.23's own lines: a time prefix without a rank (tp_size 1), "elapsed=", and the resolved-dict server_args."""
+    start = read(engine_log())
+    assert len(start.ranks) == 1 and start.kv_tokens == 4096 == start.summary["max_total_num_tokens"]
+    assert [w.architecture for w in start.loads] == ["LlamaForCausalLM"] and start.loads[0].elapsed_s is not None
+    assert start.weights_bytes >= 0 and start.summary["context_len"] == 4096
+    assert start.server_args["max_total_tokens"] == 4096 and start.server_args["tp_size"] == 1
+    assert start.server_args["model_path"] == start.server_args["model_path"].strip() != ""
+
+
+def test_a_negative_zero_mem_usage_is_read() -> None:
+    """A load that allocates nothing on the device prints 'mem usage=-0.00 GB' (seen on the real CPU engine)."""
+    text = re.sub(r"mem usage=[\d.]+ GB\.", "mem usage=-0.00 GB.", engine_log())
+    assert "mem usage=-0.00 GB." in text
+    assert read(text).loads[0].usage_bytes == 0
+
+
+def test_server_args_reads_the_resolved_dict_of_0_5_19_and_later() -> None:
+    line = ("[2026-12-04 23:12:03] server_args={'model_path': '/models/tiny', 'tp_size': 1, 'mem_fraction_static': "
+            "0.716, 'page_size': 1, 'kv_cache_dtype': 'auto', 'cuda_graph_config': {'decode': {'bs': [1, 2]}}, "
+            "'watermark_key': '<redacted>', 'max_total_tokens': 4096, 'speculative_algorithm': None}")
+    assert server_args(line) == {"model_path": "/models/tiny", "tp_size": 1, "mem_fraction_static": 0.716,
+                                 "page_size": 1, "kv_cache_dtype": "auto", "max_total_tokens": 4096,
+                                 "speculative_algorithm": None}
+    # A value that is no Python literal still leaves the scalars around it readable.
+    odd = line.replace("'cuda_graph_config': {'decode': {'bs': [1, 2]}}", "'loader': <object at 0x7f>")
+    assert server_args(odd)["tp_size"] == 1 and server_args(odd)["max_total_tokens"] == 4096
+
+
+def test_the_real_log_calibrates_the_plan_to_the_servers_own_pool() -> None:
+    base = inputs("0.5.23", mfs=0.85, model_config=TINY_LLAMA, draft_config=None, speculative_algorithm=None,
+                  tp_size=1, max_total_tokens=4096, weight_bytes_per_gpu=281328)
+    calibrated, differences = calibrate(base, read(engine_log()).as_dict(), "engine.log")
+    assert differences == []
+    result = plan(calibrated)
+    assert result["calibrated"] and result["device_kv_tokens"] == 4096
+    assert result["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 2  # layers x K,V x KV heads x head dim x bf16
+
+
+def test_the_real_log_of_another_model_is_refused_and_says_so() -> None:
+    refused = preflight._calibrated(inputs("0.5.23"), {"text": engine_log(), "source": "engine.log"})
+    assert not refused[0].calibration and not refused[2]
+    assert refused[1] == [refused[1][0]] and "the model: the log loaded LlamaForCausalLM, the plan is for " \
+        "KimiK25ForConditionalGeneration" in refused[1][0]
