@@ -29,8 +29,12 @@ description:
     returns C(restart), C(driver), C(reboot), C(why) and C(files): a restart for new files or a stopped unit;
     for a serving host, a driver change (or a running driver other than the pin) made in the batch with a
     reboot, and a pending reboot when allowed."
-  - C(sglang.deploy.metrics) sums SGLang's Prometheus gauges (C(/metrics)) by name, over their labels; by
-    default the gauges the status table shows, or the names given.
+  - C(sglang.deploy.metrics) reads SGLang's C(/metrics) into one number per name, each aggregated as what it
+    is - by default the gauges the status table shows, or the names given. A per-rank gauge (pool sizes, usage
+    shares, the start-up constants every TP rank writes) is the largest rank's, not their sum; a queue or
+    running count, or the throughput, is one TP rank's per DP rank, added over C(dp_rank), from the total
+    series only (not the per-priority ones of C(--enable-priority-scheduling)); counters and histograms are
+    summed. Another scheduler gauge (one with C(tp_rank)) is read as per rank, another gauge is summed.
   - C(sglang.deploy.drifted_files) lists the destinations of the files whose content on the host (their SHA-1
     checksums as module C(sglang.deploy.sglang_service_state) read them, null when missing) differs from what
     their templates render now, C(files | drifted_files(rendered, checksums)), C(rendered) in the order of
@@ -217,14 +221,52 @@ def _units_per_batch(serial: Any, units: int) -> int:
                                  "like 25%; allowed: 1, 2, ... or 1%..100%") from None
 
 
-# The gauges status.yml shows, by their name after SGLang's "sglang:" prefix.
-STATUS_GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "num_used_tokens", "max_total_num_tokens",
-                 "hicache_host_used_tokens", "hicache_host_total_tokens", "gen_throughput", "cache_hit_rate")
+# How status.yml reads each SGLang gauge it shows (by its name after "sglang:"), as a real 0.5.23 server writes
+# it (sglang/srt/observability/metrics_collector.py, "mc.py", and managers/scheduler.py of 0.5.23):
+# - every scheduler process has its own series, labelled engine_type, model_name, tp_rank, pp_rank, moe_ep_rank,
+#   + dp_rank with --dp-size > 1, + priority="" with --enable-priority-scheduling (mc.py:1375-1396);
+# - the start-up constants (max_total_num_tokens, context_len, page_size, ...) come from EVERY scheduler, one
+#   equal series per TP rank (emit_constants mc.py:1769-1800, called by scheduler.py:631 and 1278-1282);
+# - the others come from attention-TP rank 0 of each DP rank, or from every rank with
+#   --enable-metrics-for-all-schedulers (mc.py:1362-1367), so the TP ranks of one DP rank repeat its values;
+# - a queue count also writes one series per priority beside its total under priority="" (mc.py:1415-1429).
+PER_RANK = "per rank"          # one rank's pool or share: the largest rank's (the fullest DP rank with DP)
+SERVER_TOTAL = "server total"  # a DP rank's part of the server's work: one TP rank's per dp_rank, added up
+ADDED = "added"                # counters and histograms, and gauges of one writer split by a label: the sum
+STATUS_GAUGES: dict[str, str] = {
+    "num_running_reqs": SERVER_TOTAL, "num_queue_reqs": SERVER_TOTAL, "gen_throughput": SERVER_TOTAL,
+    "token_usage": PER_RANK, "num_used_tokens": PER_RANK, "max_total_num_tokens": PER_RANK,
+    "hicache_host_used_tokens": PER_RANK, "hicache_host_total_tokens": PER_RANK, "cache_hit_rate": PER_RANK,
+}
+_PREFIX = "sglang:"
 
 
 def metrics(text: Any, names: Any = None) -> dict[str, float]:
-    """SGLang's Prometheus text -> {name: value} summed over labels, for STATUS_GAUGES or the names given."""
-    return _prometheus.sums(str(text or ""), prefix="sglang:", names=STATUS_GAUGES if names is None else names)
+    """SGLang's Prometheus text -> {name: value}, each name aggregated over its series as what it is (see
+    STATUS_GAUGES), for STATUS_GAUGES or the names given."""
+    page = str(text or "")
+    families = _prometheus.types(page)
+    found = _prometheus.series(page, prefix=_PREFIX, names=STATUS_GAUGES if names is None else names)
+    return {name: _aggregate(samples, _kind(name, samples, families)) for name, samples in found.items()}
+
+
+def _kind(name: str, samples: list[_prometheus.Sample], families: dict[str, str]) -> str:
+    """How a name is aggregated: as STATUS_GAUGES says, else by its TYPE and whether schedulers write it."""
+    if name in STATUS_GAUGES:
+        return STATUS_GAUGES[name]
+    kind = _prometheus.type_of(_PREFIX + name, families)
+    if kind in ("counter", "histogram", "summary") or (kind == "untyped" and name.endswith("_total")):
+        return ADDED
+    return PER_RANK if any("tp_rank" in sample.labels for sample in samples) else ADDED
+
+
+def _aggregate(samples: list[_prometheus.Sample], kind: str) -> float:
+    if kind == ADDED:
+        return _prometheus.total(samples)
+    totals = [sample for sample in samples if not sample.labels.get("priority")]  # priority="" is the total
+    if kind == SERVER_TOTAL:
+        return _prometheus.sum_of_largest(totals, "dp_rank")
+    return _prometheus.largest(totals)
 
 
 def drifted_files(files: Any, rendered: Any, checksums: Any) -> list[str]:

@@ -1,9 +1,10 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet's Grafana dashboard (JSON model, provisioning-ready): per server token usage, queue, running
-requests, generation throughput, cache hit rate, the HiCache host pool, serving/loading and restarts; per
-router healthy servers and request rates. Its queries use the labels sglang_monitoring's targets give
-(job, sglang_host) and the metric names of the pinned wheels (tests/fixtures/metrics/)."""
+requests, generation throughput, cache hit rate, the HiCache host pool and the KV it had no room for,
+serving/loading and restarts; per router healthy servers and request rates. Its queries use the labels
+sglang_monitoring's targets give (job, sglang_host) and the metric names of the pinned wheels
+(tests/fixtures/metrics/)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,17 @@ SERVER_PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
      [('max by (sglang_host) (sglang:hicache_host_used_tokens{job="$server_job",sglang_host=~"$host"})\n'
        '/ max by (sglang_host) (sglang:hicache_host_total_tokens{job="$server_job",sglang_host=~"$host"})',
        "{{sglang_host}}")],
-     "Used share of the host-memory KV pool (SGLang 0.5.12 and later, with HiCache)."),
+     "Used share of the host-memory KV pool (SGLang 0.5.12 and later, with HiCache). It fills to ~100% by "
+     "design and stays there, busy or idle: SGLang frees host slots only when a new backup does not fit. "
+     "Pressure on it is the next panel."),
+    ("HiCache: evicted KV lost for lack of host room", "percentunit",
+     [('max by (sglang_host) (\n'
+       '  sum without (reason, pool) (rate(sglang:hicache_dropped_tokens_total{job="$server_job",'
+       'sglang_host=~"$host"}[5m]))\n'
+       '  / rate(sglang:evicted_tokens_total{job="$server_job",sglang_host=~"$host"}[5m])\n)', "{{sglang_host}}")],
+     "Share of the KV tokens evicted from GPU memory that were destroyed instead of kept in the host pool, on "
+     "a server's worst rank (SGLang 0.5.19 and later, with HiCache; 0.5.19-0.5.22 count write_back drops only). "
+     "SGLangHiCacheHostPoolPressure fires above sglang_monitoring_hicache_dropped_share."),
     ("Serving (1) or loading / down (0)", "short",
      [('max by (sglang_host) (up{job="$server_job",sglang_host=~"$host"})', "{{sglang_host}}")],
      "Whether /metrics answers: a server answers once its model is loaded; 0 for longer than its load budget "

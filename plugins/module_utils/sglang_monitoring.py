@@ -5,9 +5,11 @@ each server's host, unit, load budget and HiCache), the alert rules, and a Grafa
 
 Metric names are the pinned wheels' (tests/fixtures/metrics/ records them per version, with the file and
 line each is defined at): SGLang's scheduler gauges (``sglang:token_usage``, ``sglang:num_queue_reqs``, ...;
-``sglang:hicache_host_*`` from 0.5.12, only with HiCache), sglang-router's ``smg_worker_health``, and, for
-the systemd state of the units, node_exporter's systemd collector (``node_systemd_unit_state``; its
-``node_systemd_service_restart_total`` needs ``--collector.systemd.enable-restarts-metrics``).
+``sglang:hicache_host_*`` from 0.5.12, only with HiCache), its prefix cache's counters
+(``sglang:evicted_tokens_total``; ``sglang:hicache_dropped_tokens_total`` from 0.5.19), sglang-router's
+``smg_worker_health``, and, for the systemd state of the units, node_exporter's systemd collector
+(``node_systemd_unit_state``; its ``node_systemd_service_restart_total`` needs
+``--collector.systemd.enable-restarts-metrics``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ SERVER_JOB = "sglang"
 ROUTER_JOB = "sglang-router"
 # The first release whose scheduler exports the HiCache host pool gauges (tests/fixtures/metrics/).
 HICACHE_METRICS_SINCE = (0, 5, 12)
+# The first release whose prefix cache counts the KV it destroys without a host copy (tests/fixtures/metrics/).
+HICACHE_DROPPED_SINCE = (0, 5, 19)
 
 # Every option the rules read, with its default (the role's defaults/main.yml holds the same values).
 DEFAULTS: dict[str, Any] = {
@@ -30,8 +34,9 @@ DEFAULTS: dict[str, Any] = {
     "token_usage": 0.85,
     "queue_depth": 50,
     "saturated_for": "5m",
-    "hicache_host_usage": 0.95,
-    "hicache_full_for": "15m",
+    "hicache_dropped_share": 0.05,
+    "hicache_pressure_window": "10m",
+    "hicache_pressure_for": "15m",
     "restarts": 3,
     "restart_window": "30m",
     "failed_for": "1m",
@@ -39,6 +44,14 @@ DEFAULTS: dict[str, Any] = {
     "router_workers_for": "2m",
     "drift_for": "10m",
     "hicache_ratio_tolerance": 0.02,
+}
+
+# Options that are gone, with what replaced them.
+REMOVED: dict[str, str] = {
+    "hicache_host_usage": "the HiCache host pool fills to ~100% by design, so its used share fires no alert; "
+                          "SGLangHiCacheHostPoolPressure fires on the share of evicted KV the host pool had no "
+                          "room for: sglang_monitoring_hicache_dropped_share",
+    "hicache_full_for": "SGLangHiCacheHostPoolPressure waits sglang_monitoring_hicache_pressure_for",
 }
 
 
@@ -122,12 +135,18 @@ def options(given: dict[str, Any] | None) -> dict[str, Any]:
     """The rules' options: the defaults overlaid with what is given, each checked."""
     merged = dict(DEFAULTS)
     for key, value in (given or {}).items():
+        if key in REMOVED:
+            raise MonitoringError(f"sglang_monitoring_{key}: no longer an option; {REMOVED[key]}")
         if key not in DEFAULTS:
             raise MonitoringError(f"sglang_monitoring_{key}: not an option of the rules; allowed: "
                                   + ", ".join(f"sglang_monitoring_{k}" for k in DEFAULTS))
         merged[key] = value
-    for key in ("token_usage", "hicache_host_usage", "hicache_ratio_tolerance"):
+    for key in ("token_usage", "hicache_ratio_tolerance"):
         merged[key] = _number(key, merged[key], float, "a fraction in (0, 1]", lambda v: 0 < v <= 1)
+    # A share of the evicted tokens: 0 fires on any loss; 1 or more could never be exceeded.
+    merged["hicache_dropped_share"] = _number("hicache_dropped_share", merged["hicache_dropped_share"], float,
+                                              "a fraction in [0, 1) (0: any evicted KV lost)",
+                                              lambda v: 0 <= v < 1)
     for key in ("queue_depth", "restarts", "load_budget"):
         merged[key] = _number(key, merged[key], int, "an integer >= 0", lambda v: v >= 0)
     for key in ("server_job", "router_job", "node_job"):
@@ -196,7 +215,7 @@ def _alert(name: str, expr: str, duration: str, severity: str, summary: str, des
 
 
 def server_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]]:
-    """Stuck loading or down, KV cache saturated with a queue, HiCache host pool full."""
+    """Stuck loading or down, KV cache saturated with a queue, a HiCache host pool without room."""
     job = o["server_job"]
     rules = []
     for budget in sorted({s.load_budget for s in servers}):
@@ -221,17 +240,57 @@ def server_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any
         f"{int(o['queue_depth'])} requests waiting (sglang_monitoring_queue_depth) for {o['saturated_for']}: "
         "requests wait for KV cache. More KV per server: HiCache (sglang_hicache_enabled) and a larger "
         f"hicache_ratio - {_ratio_hint('3.0')}; or more servers in sglang_workers."))
-    rules.append(_alert(
-        "SGLangHiCacheHostPoolFull",
-        f"{per_server} (sglang:hicache_host_used_tokens{_by(job)})\n"
-        f"/ {per_server} (sglang:hicache_host_total_tokens{_by(job)}) > {number(o['hicache_host_usage'])}",
-        o["hicache_full_for"], "warning",
-        "{{ $labels.sglang_host }}: HiCache host pool {{ $value | humanizePercentage }} full",
-        f"The host-memory KV pool has been above {number(o['hicache_host_usage'])} "
-        f"(sglang_monitoring_hicache_host_usage) for {o['hicache_full_for']}: prefixes are evicted from host "
-        "memory as fast as they come. If the cache hit rate (sglang:cache_hit_rate) drops, raise hicache_ratio: "
-        f"{_ratio_hint('N')}."))
+    rules.append(_hicache_pressure(job, o))
     return rules
+
+
+def _hicache_pressure(job: str, o: dict[str, Any]) -> dict[str, Any]:
+    """SGLangHiCacheHostPoolPressure: the share of the KV tokens evicted from GPU memory that were destroyed
+    because the host pool had no room for them, on the worst rank of a server.
+
+    Why not the pool's used share: SGLang 0.5.23 frees host slots only when a new backup does not fit
+    (mem_cache/unified_radix_cache.py:1745-1749 evict_host(needed)), and write_through backs up on the first
+    insert (unified_radix_cache.py:558-560), so sglang:hicache_host_used_tokens / _total_tokens climbs to ~1.0
+    and stays there on any server that has seen ratio x its KV pool, busy or idle.
+
+    What sglang:hicache_dropped_tokens_total{reason,pool} counts (observability/metrics_collector.py:2606-2614;
+    pool is always "kv"), both reasons pre-seeded at 0 when HiCache runs (unified_radix_cache.py:565-575):
+    - reason="write_through_unbacked_eviction" (write_through, host_memory_mode cache,
+      unified_radix_cache.py:1060-1065): the GPU evicted tokens that had no host copy
+      (unified_radix_cache.py:908-914, 923-929; mem_cache/unified_cache/unified_tree_core.py:2247-2252). A
+      write_through backup is locked until its copy lands (unified_radix_cache.py:1707-1709), so a node is
+      left without one only when its backup found no host room: the pool was full and evict_host could not
+      free enough (unified_radix_cache.py:1745-1749, or the allocation failed,
+      managers/cache_controller.py:876-878), since only evicted, unlocked host leaves can go
+      (unified_tree_core.py:2366-2385) - the host pool holds little more than copies of what the GPU holds.
+    - reason="host_pressure" (write_back): a write-back at eviction failed for host memory pressure and the
+      subtree was dropped (unified_radix_cache.py:1030-1046, 939-950).
+    Both are lost prefixes that later requests recompute: host-pool pressure. The alert divides them by
+    sglang:evicted_tokens_total (metrics_collector.py:2534, the Full-layer tokens of every device eviction,
+    backed up or not, unified_radix_cache.py:833-834, base_prefix_cache.py:419-424), so the threshold is a
+    share whatever the traffic. Both counters are written by EVERY scheduler rank with the labels cache_type,
+    tp_rank, pp_rank, dp_rank (metrics_collector.py:2416-2432); the TP (and PP) ranks of one cache count the
+    same logical tokens, each for its shard, so the share is taken per rank and the server's is its worst rank
+    (max), never a sum over ranks. 0.5.19-0.5.22 count only write_back drops, on counters without rank labels
+    that the multiprocess registry adds over ranks - numerator and denominator alike, so the share holds.
+    """
+    window, per_server = o["hicache_pressure_window"], "max by (job, instance, sglang_host, sglang_unit)"
+    share = number(o["hicache_dropped_share"])
+    return _alert(
+        "SGLangHiCacheHostPoolPressure",
+        f"{per_server} (\n"
+        f"  sum without (reason, pool) (rate(sglang:hicache_dropped_tokens_total{_by(job)}[{window}]))\n"
+        f"  / rate(sglang:evicted_tokens_total{_by(job)}[{window}])\n"
+        f") > {share}",
+        o["hicache_pressure_for"], "warning",
+        "{{ $labels.sglang_host }}: HiCache host pool without room, {{ $value | humanizePercentage }} of the "
+        "evicted KV lost",
+        f"Over {window}, more than {share} (sglang_monitoring_hicache_dropped_share) of the KV tokens evicted from "
+        "GPU memory were destroyed instead of kept in the host pool (sglang:hicache_dropped_tokens_total over "
+        f"sglang:evicted_tokens_total), for {o['hicache_pressure_for']}: the host pool has no room for what the "
+        "GPU evicts, and the requests that come back for those prefixes recompute them. A larger host pool, if "
+        f"the host's memory allows: {_ratio_hint('N')} (or sglang_hicache_size). The host pool's used share "
+        "(sglang:hicache_host_used_tokens) stays near 100% by design and says nothing of this.")
 
 
 def systemd_rules(servers: list[Server], o: dict[str, Any]) -> list[dict[str, Any]]:

@@ -4,7 +4,10 @@ queue without a full cache, a rollout's host out of the router, ...).
 
 The fleet: three servers behind one router, sglang_rolling_serial 1 (so the router must keep 2 healthy), a and
 b with HiCache at ratio 2, c without HiCache. The series carry exactly the labels Prometheus gives them: the
-file_sd target labels of sglang_monitoring's targets file, the instance, and SGLang's own metric labels.
+file_sd target labels of sglang_monitoring's targets file, the instance, and SGLang 0.5.23's own metric labels
+(sglang/srt/observability/metrics_collector.py "mc.py"): a scheduler gauge's (mc.py:1375-1396), one series per
+TP rank where every scheduler writes it (the start-up constants), and the prefix cache counters' (cache_type,
+tp_rank, pp_rank, dp_rank, mc.py:2416-2432), which every rank of the example's --tp-size 8 writes.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import yaml
 from ansible_collections.sglang.deploy.plugins.filter import monitoring as monitoring_filter
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_monitoring as mon
 
-SCHEDULER = {"engine_type": "unified", "model_name": "kimi-k2.5", "pp_rank": "0", "tp_rank": "0"}
+SCHEDULER = {"engine_type": "unified", "model_name": "kimi-k2.5", "moe_ep_rank": "0", "pp_rank": "0", "tp_rank": "0"}
+TP = 8  # the example's --tp-size
 GROUPS = {"sglang_workers": ["a", "b", "c"], "sglang_routers": ["r"]}
 ROUTER = "r:29000"
 
@@ -53,8 +57,33 @@ def series(metric: str, values: str, **labels_: str) -> dict[str, str]:
     return {"series": f"{metric}{{{inner}}}", "values": values}
 
 
-def server_series(metric: str, host: str, values: str) -> dict[str, str]:
-    return series(metric, values, **labels(host, **SCHEDULER))
+def server_series(metric: str, host: str, values: str, rank: int = 0) -> dict[str, str]:
+    return series(metric, values, **labels(host, **dict(SCHEDULER, tp_rank=str(rank))))
+
+
+def every_rank(metric: str, host: str, values: str) -> list[dict[str, str]]:
+    """A scheduler gauge every rank writes (emit_constants: max_total_num_tokens, context_len, ...)."""
+    return [server_series(metric, host, values, rank) for rank in range(TP)]
+
+
+def cache_series(metric: str, host: str, values: str, **extra: str) -> list[dict[str, str]]:
+    """A counter of the prefix cache (RadixCacheMetricsCollector): one series per rank, all counting alike."""
+    return [series(metric, values, **labels(host, cache_type="UnifiedRadixCache", tp_rank=str(rank), pp_rank="0",
+                                            dp_rank="0", **extra)) for rank in range(TP)]
+
+
+def hicache(host: str, evicted: str, lost: str, reason: str = "write_through_unbacked_eviction",
+            used: str = "232000x40") -> list[dict[str, str]]:
+    """A HiCache server under write_through (reason write_through_unbacked_eviction) or write_back
+    (host_pressure): its host pool used (of 232343 tokens, rank 0's log_stats) and, on every rank, the tokens
+    evicted from GPU memory and the ones of them lost; the other reason's series stays at its pre-seeded 0."""
+    other = "host_pressure" if reason != "host_pressure" else None
+    return ([server_series("sglang:hicache_host_used_tokens", host, used),
+             server_series("sglang:hicache_host_total_tokens", host, "232343x40")]
+            + cache_series("sglang:evicted_tokens_total", host, evicted)
+            + cache_series("sglang:hicache_dropped_tokens_total", host, lost, reason=reason, pool="kv")
+            + (cache_series("sglang:hicache_dropped_tokens_total", host, "0x40", reason=other, pool="kv")
+               if other else []))
 
 
 def router_series(metric: str, values: str, **extra: str) -> dict[str, str]:
@@ -110,13 +139,21 @@ CASES: list[tuple[str, list[dict[str, str]], str, str, list[dict[str, Any]]]] = 
     ("a deep queue on a cache with room stays quiet",
      [server_series("sglang:token_usage", "a", "0.5x10"), server_series("sglang:num_queue_reqs", "a", "100x10")],
      "SGLangKVCacheSaturated", "7m", []),
-    ("a full HiCache host pool fires",
-     [server_series("sglang:hicache_host_used_tokens", "a", "199000x20"),
-      server_series("sglang:hicache_host_total_tokens", "a", "200000x20")],
-     "SGLangHiCacheHostPoolFull", "16m", [expect("SGLangHiCacheHostPoolFull", per_server("a"), "0.995")]),
-    ("a HiCache host pool with room stays quiet",
-     [server_series("sglang:hicache_host_used_tokens", "a", "150000x20"),
-      server_series("sglang:hicache_host_total_tokens", "a", "200000x20")], "SGLangHiCacheHostPoolFull", "16m", []),
+    # The host pool is 99.85% used in every HiCache case: SGLang frees host slots only when a backup does not fit.
+    ("a busy HiCache server with a full host pool that loses nothing stays quiet",
+     hicache("a", evicted="0+6000x40", lost="0x40"), "SGLangHiCacheHostPoolPressure", "30m", []),
+    ("an idle HiCache server with a full host pool stays quiet",
+     hicache("a", evicted="600000x40", lost="1000x40"), "SGLangHiCacheHostPoolPressure", "30m", []),
+    ("a host pool without room for a quarter of what the GPU evicts fires",
+     hicache("a", evicted="0+6000x40", lost="0+1500x40"), "SGLangHiCacheHostPoolPressure", "30m",
+     [expect("SGLangHiCacheHostPoolPressure", per_server("a"), "0.25")]),
+    ("write-back drops for host memory pressure fire",
+     hicache("b", evicted="0+6000x40", lost="0+3000x40", reason="host_pressure"),
+     "SGLangHiCacheHostPoolPressure", "30m", [expect("SGLangHiCacheHostPoolPressure", per_server("b"), "0.5")]),
+    ("a loss under the share on each of eight ranks stays quiet: ranks are not added",  # 8 x 4% would be 32%
+     hicache("a", evicted="0+6000x40", lost="0+240x40"), "SGLangHiCacheHostPoolPressure", "30m", []),
+    ("a loss that stops within the pressure window stays quiet",
+     hicache("a", evicted="0+6000x40", lost="0+1500x10 15000x30"), "SGLangHiCacheHostPoolPressure", "30m", []),
     ("a unit systemd gave up on fires",
      [node_series("node_systemd_unit_state", "1x5", name="sglang-kimi.service", state="failed", type="simple")],
      "SGLangServiceFailed", "3m",
@@ -167,6 +204,10 @@ CASES: list[tuple[str, list[dict[str, str]], str, str, list[dict[str, Any]]]] = 
       server_series("sglang:hicache_host_total_tokens", "a", "150001x15")],
      "SGLangConfigDrift", "12m",
      [expect("SGLangConfigDrift", per_server("a"), "0.49999", {"drift": "hicache_ratio"})]),
+    ("eight ranks at the repository's ratio stay quiet",  # the KV pool from every rank, the host pool from rank 0
+     [series("up", "1x15", **labels("a")), *every_rank("sglang:max_total_num_tokens", "a", "116171x15"),
+      server_series("sglang:hicache_host_total_tokens", "a", "232343x15")],
+     "SGLangConfigDrift", "12m", []),
     ("servers as the repository says stay quiet",
      [series("up", "1x15", **labels("a")), server_series("sglang:max_total_num_tokens", "a", "100000x15"),
       server_series("sglang:hicache_host_total_tokens", "a", "200001x15"),
@@ -216,3 +257,35 @@ def test_promtool_runs_the_case(workdir: Path, name: str, inputs: list[dict[str,
     result = subprocess.run([promtool(), "test", "rules", path.name], cwd=workdir, capture_output=True, text=True,
                             check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def pressure_rule(given: dict[str, Any]) -> dict[str, Any]:
+    rules = mon.alert_rules(SERVERS, [ROUTER], 1, given)["groups"][0]["rules"]
+    return next(rule for rule in rules if rule["alert"] == "SGLangHiCacheHostPoolPressure")
+
+
+def test_the_pressure_rule_takes_its_share_window_and_duration() -> None:
+    rule = pressure_rule({"hicache_dropped_share": "0", "hicache_pressure_window": "30m", "hicache_pressure_for": "1h"})
+    assert rule["expr"].endswith(") > 0") and rule["expr"].count("[30m]") == 2 and rule["for"] == "1h"
+    assert "sglang:hicache_host_used_tokens" not in rule["expr"]  # the used share is no alert: full by design
+    default = pressure_rule({})
+    assert default["expr"].endswith(") > 0.05") and default["expr"].count("[10m]") == 2 and default["for"] == "15m"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"hicache_dropped_share": 1}, "sglang_monitoring_hicache_dropped_share: 1; allowed: a fraction in [0, 1)"),
+    ({"hicache_dropped_share": -0.1}, "sglang_monitoring_hicache_dropped_share: -0.1; allowed: a fraction in [0, 1)"),
+    ({"hicache_dropped_share": "some"}, "sglang_monitoring_hicache_dropped_share: some; allowed: a fraction"),
+    ({"hicache_dropped_share": "nan"}, "sglang_monitoring_hicache_dropped_share: nan; allowed: a fraction"),
+    ({"hicache_pressure_window": "ten minutes"},
+     "sglang_monitoring_hicache_pressure_window: ten minutes; allowed: a Prometheus duration"),
+    ({"hicache_pressure_for": "15"}, "sglang_monitoring_hicache_pressure_for: 15; allowed: a Prometheus duration"),
+    ({"hicache_host_usage": 0.95}, "sglang_monitoring_hicache_host_usage: no longer an option; the HiCache host pool "
+                                   "fills to ~100% by design"),
+    ({"hicache_full_for": "15m"}, "sglang_monitoring_hicache_full_for: no longer an option; "
+                                  "SGLangHiCacheHostPoolPressure waits sglang_monitoring_hicache_pressure_for"),
+])
+def test_a_bad_pressure_option_is_refused_by_its_variable(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(mon.MonitoringError) as raised:
+        mon.options(given)
+    assert message in str(raised.value)

@@ -16,7 +16,7 @@ def run(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_playbook_writes_targets_rules_and_dashboard(tmp_path: Path) -> None:
-    result = run(tmp_path, "-e", "hicache_ratio=3.0")
+    result = run(tmp_path, "-e", "hicache_ratio=3.0", "-e", "sglang_monitoring_hicache_pressure_window=20m")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr
     assert "checked by promtool" in result.stdout
     targets = json.loads((tmp_path / "sglang-targets.json").read_text())
@@ -26,6 +26,9 @@ def test_the_playbook_writes_targets_rules_and_dashboard(tmp_path: Path) -> None
     rules = yaml.safe_load((tmp_path / "sglang-alerts.yml").read_text())["groups"][0]["rules"]
     ratio = [rule for rule in rules if rule["labels"].get("drift") == "hicache_ratio"]
     assert [rule["labels"]["sglang_hicache_ratio"] for rule in ratio] == ["3"]  # -e hicache_ratio reaches the rules
+    pressure = next(rule for rule in rules if rule["alert"] == "SGLangHiCacheHostPoolPressure")
+    assert pressure["expr"].count("[20m]") == 2 and pressure["expr"].endswith(") > 0.05")  # role default share
+    assert pressure["for"] == "15m"
     assert json.loads((tmp_path / "sglang-dashboard.json").read_text())["uid"] == "sglang-deploy-fleet"
 
 

@@ -65,7 +65,8 @@ def test_an_unusable_budget_or_address_is_refused_by_name() -> None:
 
 @pytest.mark.parametrize(("given_", "message"), [
     ({"token_usage": 0}, "sglang_monitoring_token_usage: 0; allowed: a fraction in (0, 1]"),
-    ({"hicache_host_usage": "full"}, "sglang_monitoring_hicache_host_usage: full; allowed: a fraction"),
+    ({"hicache_dropped_share": "full"}, "sglang_monitoring_hicache_dropped_share: full; allowed: a fraction"),
+    ({"hicache_dropped_share": 1}, "sglang_monitoring_hicache_dropped_share: 1; allowed: a fraction in [0, 1)"),
     ({"queue_depth": -1}, "sglang_monitoring_queue_depth: -1; allowed: an integer >= 0"),
     ({"saturated_for": "5 minutes"}, "sglang_monitoring_saturated_for: 5 minutes; allowed: a Prometheus duration"),
     ({"server_job": ""}, "sglang_monitoring_server_job: ''; allowed: a job name"),
