@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -157,6 +159,22 @@ def comm(pid: int) -> str:
 
 def cmdline_title(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+
+
+def shards_drawn(stderr: str) -> int:
+    """The last shard count the weights' bar has drawn (-1 before the bar). tqdm redraws at most every 0.1 s, so
+    a fast load skips counts: a test waits for "at least n", never for one exact count."""
+    counts = [int(found) for found in re.findall(r"Multi-thread loading shards: +\d+% Completed \| (\d+)/", stderr)]
+    return counts[-1] if counts else -1
+
+
+def logged_server_args(log: str) -> dict[str, Any]:
+    """The settings of the first ``server_args={...}`` line (0.5.19+: the resolved dict, a Python literal)."""
+    found = re.search(r"^\[[^\]]*\] server_args=(\{.*\})$", log, re.M)
+    assert found, "no server_args={...} line in the log"
+    parsed = ast.literal_eval(found.group(1))
+    assert isinstance(parsed, dict)
+    return parsed
 
 
 def server_args(model: Path, port: int, *extra: str, tp: int = 8) -> list[str]:

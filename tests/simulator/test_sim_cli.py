@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_helpers import LaunchFn, free_port, kimi_config, server_args, write_model
+from sim_helpers import LaunchFn, free_port, kimi_config, logged_server_args, server_args, write_model
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,9 @@ def test_eagle3_with_a_draft_directory_starts(launch: LaunchFn, model_dir: Path,
     server = launch(server_args(model_dir, port, "--speculative-algorithm", "EAGLE3",
                                 "--speculative-draft-model-path", str(draft), tp=1))
     server.wait_ready()
-    assert "speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4" in server.stderr
+    logged = logged_server_args(server.stderr)
+    assert (logged["speculative_num_steps"], logged["speculative_eagle_topk"],
+            logged["speculative_num_draft_tokens"]) == (3, 1, 4)
 
 
 def test_config_file_is_merged_under_the_command_line(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
@@ -101,9 +103,9 @@ def test_config_file_is_merged_under_the_command_line(launch: LaunchFn, model_di
     server = launch(["--config", str(config), "--port", str(port), "--served-model-name", "from-cli"])
     server.wait_ready()
     log = server.stderr
-    assert "tp_size=2," in log
-    assert "served_model_name='from-cli'" in log
-    assert "enable_metrics=True" in log
+    logged = logged_server_args(log)
+    assert (logged["tp_size"], logged["served_model_name"], logged["enable_metrics"]) == (2, "from-cli", True)
+    assert "config" not in logged  # merged into the arguments, not a ServerArgs field
     assert "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 308743," in log
 
 

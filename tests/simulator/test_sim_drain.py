@@ -52,7 +52,11 @@ def test_sigterm_drains_in_flight_requests_and_still_accepts_new_ones(launch: La
     thread.join()
     assert result["status"] == 200
     assert result["body"]["meta_info"]["completion_tokens"] == 200
-    assert server.stderr.count("Gracefully exiting...") >= 3  # logged every 0.3 s while the request runs
+    log = server.stderr
+    assert log.count("Gracefully exiting...") >= 3  # logged every 0.3 s while the request runs
+    assert "Health check request received during shutdown. Returning 503." in log
+    assert log.index("Remaining number of requests 1.") < log.index("Remaining number of requests 0.") \
+        < log.index("INFO:     Finished server process")
 
 
 def test_slow_drain_fault_delays_the_exit(launch: LaunchFn, model_dir: Path) -> None:
@@ -75,7 +79,11 @@ def test_slow_exit_fault_delays_the_exit_after_the_drain(launch: LaunchFn, model
     server.send(signal.SIGTERM)
     assert server.wait_exit(30) == 0
     assert time.monotonic() - started >= 1.5
-    assert "SIGTERM received" in server.stderr and "Gracefully exiting" not in server.stderr
+    log = server.stderr
+    # The drain ends as SGLang's does: the last count is 0, the release (the fault's seconds), uvicorn's shutdown.
+    assert log.count("Gracefully exiting... Remaining number of requests") == 1
+    assert log.index("SIGTERM received") < log.index("Remaining number of requests 0. Remaining requests "
+                                                      "remaining_rids=[].") < log.index("INFO:     Shutting down")
 
 
 def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> None:
@@ -87,3 +95,4 @@ def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> No
     thread.join()
     assert "status" not in result  # the request was cut, not finished
     assert "Gracefully exiting" not in server.stderr  # no drain
+    assert "Signal SIGTERM received while force shutdown flag set. Force exiting." in server.stderr

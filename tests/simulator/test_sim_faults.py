@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from helpers import wait_for
-from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args
+from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args, shards_drawn
 
 CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
 
@@ -20,8 +20,8 @@ def test_crash_at_percent_prints_a_traceback_and_exits_1(launch: LaunchFn, model
     children = wait_for(lambda: len(children_of(server.pid)) == 5 and children_of(server.pid), 10, what="children")
     assert server.wait_exit() == 1
     log = server.stderr
-    assert "| 32/64 [" in log
-    assert "| 33/64 [" not in log
+    # The crash comes before shard 33; which counts the bar drew depends on time (tqdm draws every 0.1 s at most).
+    assert 0 <= shards_drawn(log) <= 32
     assert "TP0] Scheduler hit an exception: Traceback (most recent call last):" in log
     assert "sglang/srt/model_loader/loader.py" in log
     assert CUDA_ERROR in log
@@ -40,10 +40,10 @@ def test_exit_code_fault(launch: LaunchFn, model_dir: Path) -> None:
 def test_hang_at_percent_stops_progress_but_keeps_running(launch: LaunchFn, model_dir: Path) -> None:
     port = free_port()
     server = launch(server_args(model_dir, port, tp=2), SGLANG_SIM_FAULT="hang_at=25")
-    server.wait_log("| 16/64 [")
+    wait_for(lambda: shards_drawn(server.stderr) >= 1, 10, what="the first shards")
     time.sleep(1.5)  # longer than the whole 1 s load
     assert server.running()
-    assert "| 17/64 [" not in server.stderr
+    assert 1 <= shards_drawn(server.stderr) <= 16
     assert "Load weight end" not in server.stderr
     assert not port_open(port)
     assert len(children_of(server.pid)) == 3

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
 import pytest
-from sim_helpers import REAL_CATALOG_DIR, LaunchFn, build_wheel, free_port, get_status, server_args
+from sim_helpers import REAL_CATALOG_DIR, LaunchFn, build_wheel, free_port, get_status, logged_server_args, server_args
 
 PRODUCTION_FLAGS = [
     "--trust-remote-code", "--mem-fraction-static", "0.83", "--kv-cache-dtype", "fp8_e4m3",
@@ -33,7 +34,7 @@ def test_production_flags_start_on_0_5_23(launch: LaunchFn, model_dir: Path, tmp
     port = free_port()
     server = launch(server_args(model_dir, port, *PRODUCTION_FLAGS), PYTHONPATH=str(site))
     server.wait_ready()
-    assert "context_length=256000" in server.stderr
+    assert logged_server_args(server.stderr)["context_length"] == 256000
     assert "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 308743, KV size: 10.10 GB" in server.stderr
     assert get_status(port, "/ready") == 200
 
@@ -56,3 +57,5 @@ def test_0_5_14_checks_host_memory_per_rank_and_has_no_ready_route(
     server.wait_ready()
     assert server.stderr.count("Allocating kv hierarchical KV host pool: 308743 tokens") == 8
     assert get_status(port, "/ready") == 404
+    # 0.5.9-0.5.14 log f"{server_args=}", the dataclass repr, not the resolved dict of 0.5.19 and later.
+    assert re.search(r"^\[[^\]]*\] server_args=ServerArgs\(model_path='[^']+', ", server.stderr, re.M)

@@ -121,8 +121,11 @@ def test_a_stale_gpu_process_refuses_the_start_and_nothing_is_killed(host: Any) 
 
 
 def metric(host: Any, name: str) -> float:
+    """The server's value of a scheduler gauge: the largest of its series (one per TP rank for the start-up
+    constants, rank 0 only for the others, as SGLang 0.5.23 writes them)."""
     text = host.run("curl -s --max-time 10 http://127.0.0.1:30000/metrics").stdout
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"sglang:{name}"))
+    return max((float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith((f"sglang:{name}{{", f"sglang:{name} "))), default=0.0)
 
 
 def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:

@@ -146,8 +146,10 @@ def test_the_steady_fleet_fires_nothing(prometheus: Path) -> None:
     start = float(api("/api/v1/query", query="time()")["data"]["result"][1])
     wait_for("six evaluations", lambda: float(api("/api/v1/query", query="time()")["data"]["result"][1]) > start + 6)
     assert api("/api/v1/alerts")["data"]["alerts"] == []
-    ratio = api("/api/v1/query", query='sglang:hicache_host_total_tokens{job="sglang"} '
-                                       '/ on (instance) sglang:max_total_num_tokens{job="sglang"}')["data"]["result"]
+    # Per rank (every rank writes max_total_num_tokens, SGLang 0.5.23): one value per server on each side.
+    ratio = api("/api/v1/query", query='max by (instance) (sglang:hicache_host_total_tokens{job="sglang"}) / on '
+                                       '(instance) max by (instance) (sglang:max_total_num_tokens{job="sglang"})'
+                )["data"]["result"]
     assert len(ratio) == 3 and all(abs(float(r["value"][1]) - 2) < 0.001 for r in ratio), ratio
 
 
@@ -156,7 +158,9 @@ def test_a_saturated_server_fires_and_clears(prometheus: Path) -> None:
     queued: token usage above 0.5 with more than 2 queued. When the long ones end, it clears."""
     name = WORKERS[0]
     info = server(name, "/server_info")
-    running, pool = int(info["max_running_requests"]), int(info["max_total_num_tokens"])
+    # max_running_requests is None unless given, as SGLang 0.5.23 reports it; the effective one is per DP rank.
+    running = int(info["internal_states"][0]["effective_max_running_requests_per_dp"])
+    pool = int(info["max_total_num_tokens"])
     # Long enough to outlast the 2 s 'for' and a few scrapes however busy the machine is, and 0.7 of the pool.
     tokens = max(math.ceil(0.7 * pool / running), 4000)
     results: list[Any] = []

@@ -16,8 +16,9 @@ SGLANG_SIM_WARMUP_SECONDS       1         warm-up after the port opens; /health 
                                           it ends and "fired up and ready to roll" is logged
 SGLANG_SIM_TOKEN_SECONDS        0.005     time per generated token (a request takes
                                           max_new_tokens x this)
-SGLANG_SIM_DRAIN_LOG_SECONDS    5         interval of "Gracefully exiting... Remaining
-                                          number of requests N" while draining after SIGTERM
+SGLANG_SIM_DRAIN_LOG_SECONDS    5         period of SGLang's SIGTERM watchdog (5 s in SGLang):
+                                          after SIGTERM, at each tick "Gracefully exiting...
+                                          Remaining number of requests N", until N is 0
 SGLANG_SIM_GPU_MEM_GIB          95.6      simulated memory of each GPU (GiB)
 SGLANG_SIM_WEIGHT_GIB_PER_GPU   68        the true weights per GPU (GiB), which may differ from
                                           checkpoint size / TP as on a real host; device KV
@@ -38,19 +39,25 @@ SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>
                                           slow_exit=<s>, exit_code=<n> (default 1)
 SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
                                           its 1-token generation before answering 503
-SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at once,
-                                          without draining
+SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at the
+                                          watchdog's next tick, without draining
 ==============================  ========  ==================================================
 
 ``--config file.yaml`` is merged under the command line like SGLang does, for the YAML subset a
 deployment writes (top-level scalars and lists; see ``configfile``).
 
 ``crash_at`` and ``hang_at`` act during the "Multi-thread loading shards" bar, at the
-first update whose percentage reaches the value. ``crash_after_ready`` counts from "The server is
+first update whose percentage reaches the value (tqdm redraws at most every 0.1 s, so the last count the
+bar shows may be a few shards short of it). ``crash_after_ready`` counts from "The server is
 fired up and ready to roll!". ``slow_drain`` adds its seconds once to every request that is in
 flight after SIGTERM arrived. ``hold_until_sigterm=<n>`` holds every request that asks for n tokens or
 more until SIGTERM arrives, then generates it: a drain drill's request is in flight when the drain
 begins however slow the machine (the warm-up, health and smoke generations are shorter).
 ``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains (or at once with SGL_FORCE_SHUTDOWN),
 take s seconds more, silently: SGLang freeing a large pinned host pool on its way out.
+
+The log, /metrics and /server_info follow the real 0.5.23 server; ``tests/simulator/test_sim_fidelity.py`` holds
+them to recordings of it (tests/fixtures/sglang-engine/). Scheduler lines carry " TP<n>" only when tp_size > 1;
+/metrics writes the start-up constants once per TP rank and the log_stats gauges from TP rank 0 only (every rank
+with --enable-metrics-for-all-schedulers).
 """

@@ -80,6 +80,11 @@ def _with_config_file(argv: Sequence[str], catalog: sglang_catalog.Catalog) -> l
         raise StartupError(frames, f"ValueError: {error}") from None
 
 
+def merged_argv(argv: Sequence[str], catalog: sglang_catalog.Catalog) -> list[str]:
+    """The arguments with ``--config``'s merged in, as prepare_server_args builds them (StartupError if bad)."""
+    return _with_config_file(argv, catalog)
+
+
 def parse(argv: Sequence[str], catalog: sglang_catalog.Catalog) -> Args:
     """Parse like SGLang (exit 2 on error), fill the catalog defaults, normalise numbers.
 
@@ -207,7 +212,54 @@ def check(args: Args) -> ModelInfo:
     return model
 
 
-def server_args_repr(args: Args, catalog: sglang_catalog.Catalog) -> str:
+# 0.5.9-0.5.14 log f"{server_args=}", the dataclass repr "ServerArgs(model_path='...', ...)"; 0.5.19 and later the
+# resolved dict, "server_args={'model_path': '...', ...}" (0.5.23 srt/entrypoints/engine.py:173-174, :311,
+# server_args.py:316-333), which /server_info also answers with (utils/common.py:3584-3593).
+RESOLVED_DICT_SINCE = "0.5.19"
+NOT_FIELDS = ("config",)  # --config is merged into argv by prepare_server_args, it is not a ServerArgs field
+# Redacted when set (srt/sampling/watermarking/core.py:34-50).
+WATERMARK_SECRETS = ("watermark_config", "watermark_key", "watermark_key_b")
+REDACTED = "<redacted>"
+# Settings the scheduler derives at run time without writing them back: the resolved args keep what was given
+# (None by default; the real /get_server_info of 0.5.23 has "context_length": null, "max_running_requests": null).
+UNRESOLVED = ("context_length", "max_running_requests")
+
+
+def _field_names(args: Args, catalog: sglang_catalog.Catalog) -> list[str]:
     names = [option["dest"] for option in catalog["options"]
              if option["action"] not in ("help", "version") and option["dest"] in args]
-    return "ServerArgs({})".format(", ".join(f"{name}={args[name]!r}" for name in names))
+    return list(dict.fromkeys(name for name in names if name not in NOT_FIELDS))
+
+
+def _shown(args: Args, given: Args, name: str) -> Any:
+    if name in WATERMARK_SECRETS and args[name] is not None:
+        return REDACTED
+    return given.get(name) if name in UNRESOLVED else args[name]
+
+
+def resolved_dict(args: Args, catalog: sglang_catalog.Catalog, given: Args | None = None) -> dict[str, Any]:
+    """ServerArgs.resolved_dict() with the watermark secrets redacted, as the server logs and serves it; given:
+    the arguments as parsed, before finalize() derived what SGLang leaves unresolved (UNRESOLVED)."""
+    return {name: _shown(args, args if given is None else given, name) for name in _field_names(args, catalog)}
+
+
+def server_args_repr(args: Args, catalog: sglang_catalog.Catalog, given: Args | None = None) -> str:
+    """What follows "server_args=" in the version's startup log."""
+    resolved = resolved_dict(args, catalog, given)
+    if at_least(RESOLVED_DICT_SINCE):
+        return repr(resolved)
+    return "ServerArgs({})".format(", ".join(f"{name}={value!r}" for name, value in resolved.items()))
+
+
+def launch_command(argv: Sequence[str]) -> str:
+    """ServerArgs.launch_command: the arguments as given, the watermark config redacted (server_args.py:717,
+    srt/sampling/watermarking/core.py:110-134)."""
+    out: list[str] = []
+    for argument in argv:
+        if out and out[-1] == "--watermark-config":
+            out.append(REDACTED)
+        elif argument.startswith("--watermark-config="):
+            out.append("--watermark-config=" + REDACTED)
+        else:
+            out.append(argument)
+    return " ".join(out)

@@ -27,10 +27,20 @@ class Generation:
     rid: str
     prompt_tokens: int
     max_new_tokens: int
+    streaming: bool = False
     text: str = ""
     completion_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     latency: float = 0.0
+
+
+@dataclass
+class Counts:
+    """The tokenizer's per-request counters of one ``is_streaming`` value."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests: int = 0
 
 
 @dataclass
@@ -42,6 +52,8 @@ class Stats:
     generation_tokens_total: int = 0
     requests_total: int = 0
     recent: list[tuple[float, int]] = field(default_factory=list)
+    # By is_streaming ("false"/"true"): a value has series once a request of its kind has finished, as in SGLang.
+    by_stream: dict[str, Counts] = field(default_factory=dict)
 
 
 class Engine:
@@ -104,8 +116,8 @@ class Engine:
             time.sleep(min(target - now, 0.05))
 
     def generate(self, rid: str, prompt_tokens: int, max_new_tokens: int,
-                 on_token: Callable[[Generation, str], None] | None = None) -> Generation:
-        gen = Generation(rid=rid, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
+                 on_token: Callable[[Generation, str], None] | None = None, streaming: bool = False) -> Generation:
+        gen = Generation(rid=rid, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens, streaming=streaming)
         total = prompt_tokens + max_new_tokens
         self._admit(total)
         try:
@@ -135,6 +147,10 @@ class Engine:
             stats.prompt_tokens_total += gen.prompt_tokens
             stats.generation_tokens_total += gen.completion_tokens
             stats.requests_total += 1
+            counts = stats.by_stream.setdefault("true" if gen.streaming else "false", Counts())
+            counts.prompt_tokens += gen.prompt_tokens
+            counts.generation_tokens += gen.completion_tokens
+            counts.requests += 1
             stats.recent.append((now, gen.completion_tokens))
             stats.recent = [item for item in stats.recent if now - item[0] <= THROUGHPUT_WINDOW]
 

@@ -1,8 +1,9 @@
 """The HTTP API of the simulated server (stdlib ThreadingHTTPServer, HTTP/1.1, JSON).
 
-Routes, status codes and bodies follow SGLang's FastAPI app: /health and /health_generate run a
-1-token generation and answer 503 before warm-up ends and while draining, /ping always answers
-200, the OpenAI routes answer OpenAI-shaped JSON (or SSE with "stream": true).
+Routes, status codes and bodies follow SGLang's FastAPI app (0.5.23 srt/entrypoints/http_server.py): /health and
+/health_generate run a 1-token generation and answer 503 before warm-up ends and while draining, /ping always
+answers 200, /server_info (and the deprecated /get_server_info, which logs so) the resolved server args with the
+scheduler's and tokenizer's state, the OpenAI routes OpenAI-shaped JSON (or SSE with "stream": true).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from sglang._sim import logs, metrics
 from sglang._sim import messages as msg
 from sglang._sim.engine import Engine, Generation, estimate_tokens
+from sglang._sim.metrics import Constants, Ranks
 from sglang._sim.model import ModelInfo
 from sglang._sim.settings import Settings
 
@@ -66,6 +68,17 @@ def sse(payload: Any) -> bytes:
 
 
 @dataclass
+class Info:
+    """What /server_info reports besides the server args (the scheduler's info and the startup)."""
+    resolved: dict[str, Any]           # ServerArgs.resolved_dict(), secrets redacted
+    launch_command: str
+    startup_time: dict[str, Any]
+    memory_usage: dict[str, Any]
+    decode_graph_bs: list[int] = field(default_factory=list)
+    freeze_gc: bool = True             # the warm-up's POST /freeze_gc (0.5.23)
+
+
+@dataclass
 class State:
     """What the routes read: the parsed server args and the live server state."""
     args: dict[str, Any]
@@ -74,14 +87,24 @@ class State:
     engine: Engine
     version: str
     ready_route: bool
+    info: Info
+    ranks: Ranks
+    constants: Constants
     host_pool_tokens: int | None = None
-    internal: dict[str, Any] = field(default_factory=dict)
+    dropped_reasons: tuple[str, ...] = ()  # HiCache's pre-seeded hicache_dropped_tokens_total reasons
+    graph_label: str = "cuda graph"    # "cpu graph" on --device cpu (metrics_reporter.py:286-290)
     ready: threading.Event = field(default_factory=threading.Event)
     created: float = field(default_factory=time.time)
+    last_prefill: float = field(default_factory=time.perf_counter)
 
     @property
     def served_name(self) -> str:
         return str(self.args.get("served_model_name") or self.args.get("model_path"))
+
+    @property
+    def max_req_input_len(self) -> int:
+        """tp_worker.py:568-572: min(context_len - 1, KV pool - 1) - 5."""
+        return min(int(self.args["context_length"]) - 1, self.engine.max_total_tokens - 1) - 5
 
 
 def _int_field(body: dict[str, Any], key: str, default: int | None) -> int | None:
@@ -108,8 +131,8 @@ class Api:
         self.state = state
         self.get_routes: dict[str, Callable[[], Response]] = {
             "/health": self.health, "/health_generate": self.health, "/ping": self.ping,
-            "/model_info": self.model_info, "/get_model_info": self.model_info,
-            "/server_info": self.server_info, "/get_server_info": self.server_info,
+            "/model_info": self.model_info, "/get_model_info": deprecated("model_info", self.model_info),
+            "/server_info": self.server_info, "/get_server_info": deprecated("server_info", self.server_info),
             "/v1/models": self.models,
         }
         if state.ready_route:
@@ -120,6 +143,9 @@ class Api:
             "/generate": self.generate, "/v1/completions": self.completions,
             "/v1/chat/completions": self.chat,
         }
+        if state.info.freeze_gc:  # GET and POST (http_server.py:1254-1264)
+            self.get_routes["/freeze_gc"] = self.freeze_gc
+            self.post_routes["/freeze_gc"] = lambda _body: self.freeze_gc()
 
     # ---- dispatch ---------------------------------------------------------------------
     def authorized(self, path: str, headers: Any) -> bool:
@@ -142,6 +168,8 @@ class Api:
         return not_found()
 
     def _post(self, path: str, body: bytes) -> Response:
+        if path == "/freeze_gc":
+            return self.freeze_gc()
         try:
             payload = json.loads(body.decode("utf-8") or "null")
             if not isinstance(payload, dict):
@@ -155,8 +183,12 @@ class Api:
     # ---- GET routes -------------------------------------------------------------------
     def health(self) -> Response:
         state = self.state
-        if not state.ready.is_set() or state.engine.draining.is_set():
+        if state.engine.draining.is_set():
+            logs.log(msg.HEALTH_DURING_SHUTDOWN)
             return empty(503)
+        if not state.ready.is_set():
+            return empty(503)
+        self._log_prefill(1)  # the health check's own request: input_ids=[0], max_new_tokens=1
         ok = state.engine.health_generate(state.settings.health_timeout)
         ok = ok and not state.engine.draining.is_set()
         return empty(200 if ok else 503)
@@ -164,25 +196,44 @@ class Api:
     def ping(self) -> Response:
         return empty(200)
 
+    def freeze_gc(self) -> Response:
+        return Response(200, b"Garbage collection frozen.\n", "text/plain; charset=utf-8")
+
     def model_info(self) -> Response:
+        """http_server.py:812-850."""
         args = self.state.args
         return json_response(200, {
-            "model_path": args.get("model_path"), "tokenizer_path": args.get("tokenizer_path"),
-            "served_model_name": self.state.served_name, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default",
+            "model_path": args.get("model_path"), "served_model_name": self.state.served_name,
+            "tokenizer_path": args.get("tokenizer_path"), "is_generation": True,
+            "preferred_sampling_params": args.get("preferred_sampling_params"), "weight_version": "default",
+            "load_format": args.get("load_format") or "auto", "reasoning_parser": args.get("reasoning_parser"),
+            "tool_call_parser": args.get("tool_call_parser"),
+            "disaggregation_mode": args.get("disaggregation_mode") or "null",
             "has_image_understanding": False, "has_audio_understanding": False,
             "model_type": self.state.model.model_type,
             "architectures": [self.state.model.architecture],
         })
 
     def server_info(self) -> Response:
-        state = self.state
-        info = dict(state.args)
-        internal = dict(state.internal, last_gen_throughput=state.engine.throughput())
-        info.update(version=state.version, internal_states=[internal],
-                    max_total_num_tokens=state.engine.max_total_tokens,
-                    max_req_input_len=int(state.args["context_length"]) - 1)
-        return json_response(200, info)
+        """http_server.py:863-891 with utils/common.py:3584-3593: the resolved args, launch_command, the
+        scheduler's info, kv_events, startup_time, one internal state per DP rank, version, frontend. The version
+        is the installed package's, as SGLang reports sglang.__version__: "<pin>+sim" for this simulator."""
+        state, info = self.state, self.state.info
+        internal = dict(info.resolved, world_size=len(state.ranks.local),
+                        effective_max_running_requests_per_dp=state.engine.max_running,
+                        last_gen_throughput=state.engine.throughput(), memory_usage=info.memory_usage,
+                        decode_cuda_graph_bs=info.decode_graph_bs,
+                        decode_cuda_graph_memory_gb=info.memory_usage["graph"].get("decode", 0.0),
+                        startup_time={k: v for k, v in info.startup_time.items() if k != "tokenizer_e2e"})
+        page_size = int(state.args.get("page_size") or 1)
+        layout = {"enabled": False, "backend": None, "page_size": page_size, "hicache_object_layout": {"pools": []},
+                  "reason": ("Mooncake storage is not attached" if state.host_pool_tokens is not None
+                             else "Hierarchical cache is disabled")}
+        body = dict(info.resolved, launch_command=info.launch_command, status="ready",
+                    max_total_num_tokens=state.engine.max_total_tokens, max_req_input_len=state.max_req_input_len,
+                    hicache_object_layout=layout, kv_events=None, startup_time=info.startup_time,
+                    internal_states=[internal], version=state.version, frontend="python")
+        return json_response(200, body)
 
     def models(self) -> Response:
         name = self.state.served_name
@@ -193,7 +244,9 @@ class Api:
         }]})
 
     def metrics(self) -> Response:
-        text = metrics.render(self.state.engine, self.state.served_name, self.state.host_pool_tokens)
+        state = self.state
+        text = metrics.render(state.engine, state.ranks, state.constants, state.host_pool_tokens,
+                              state.dropped_reasons)
         return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     # ---- generation -------------------------------------------------------------------
@@ -204,15 +257,21 @@ class Api:
                 f"The input ({prompt_tokens} tokens) is longer than the model's context length ({context} tokens)."
             )
 
+    def _log_prefill(self, tokens: int) -> None:
+        """The scheduler's prefill line (TP rank 0), input throughput over the time since the last prefill."""
+        state = self.state
+        stats, now = state.engine.stats, time.perf_counter()
+        gap, state.last_prefill = now - state.last_prefill, now
+        usage = stats.used_tokens / state.engine.max_total_tokens
+        logs.log(msg.PREFILL.format(tokens=tokens, usage=usage, running=stats.running, queued=stats.queued,
+                                    graph=state.graph_label, throughput=tokens / gap if gap > 0 else 0.0), 0)
+
     def _run(self, prompt_tokens: int, max_new: int,
              on_token: Callable[[Generation, str], None] | None = None) -> Generation:
         self._check_length(prompt_tokens)
         rid = uuid.uuid4().hex
-        engine = self.state.engine
-        stats = engine.stats
-        usage = stats.used_tokens / engine.max_total_tokens
-        logs.log(msg.PREFILL.format(tokens=prompt_tokens, usage=usage, running=stats.running, queued=stats.queued), 0)
-        return engine.generate(rid, prompt_tokens, max_new, on_token)
+        self._log_prefill(prompt_tokens)
+        return self.state.engine.generate(rid, prompt_tokens, max_new, on_token, streaming=on_token is not None)
 
     @staticmethod
     def _meta(gen: Generation) -> dict[str, Any]:
@@ -332,6 +391,15 @@ class Api:
         self._run(prompt, max_new, lambda _gen, piece: write(chunk({"content": piece}, None)))
         write(chunk({}, finish))
         write(sse("[DONE]"))
+
+
+def deprecated(name: str, route: Callable[[], Response]) -> Callable[[], Response]:
+    """/get_<name>: logs its deprecation (a warning, http_server.py:802-809, 853-860), then answers as /<name>."""
+    def answer() -> Response:
+        logs.log(msg.DEPRECATED_ROUTE.format(name=name))
+        return route()
+
+    return answer
 
 
 class DummyHealthApi:

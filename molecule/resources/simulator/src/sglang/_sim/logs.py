@@ -15,20 +15,40 @@ from collections.abc import Sequence
 from typing import TextIO
 
 # SGLang: logging.basicConfig(format="[%(asctime)s%(prefix)s] %(message)s",
-# datefmt="%Y-%m-%d %H:%M:%S"); scheduler processes use the prefix " TP<rank>".
+# datefmt="%Y-%m-%d %H:%M:%S"). A scheduler's prefix (0.5.23 managers/scheduler.py:6279-6291,
+# configure_scheduler_process) names its TP rank only when tp_size > 1 and its MoE EP rank only when
+# ep_size > 1: a one-GPU server's scheduler lines carry no rank at all ("[<time>] Load weight begin...").
 LOG_FORMAT = "[{time}{prefix}] {message}"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-RANK_PREFIX = " TP{rank}"
+TP_PREFIX = " TP{rank}"
+EP_PREFIX = " EP{rank}"
 # uvicorn under SGLang: "[%(asctime)s] %(levelprefix)s %(message)s", levelprefix = "INFO:    "
 UVICORN_LEVEL_WIDTH = 9
 ACCESS_FORMAT = '{client} - "{request_line}" {status} {phrase}'
-# tqdm with SGLang's description, written with "\r" and no newline until the bar closes.
+# tqdm with SGLang's description, written with "\r" and no newline until the bar closes. tqdm redraws on an
+# update only when mininterval (0.1 s) has passed since the last draw, and always once more on close.
 BAR_DESC = "Multi-thread loading shards"  # 0.5.12+ default; "Loading safetensors checkpoint shards" before
 BAR_FORMAT = "{desc}: {pct:3.0f}% Completed | {n}/{total} [{elapsed}<{remaining}, {rate}]"
+BAR_MININTERVAL = 0.1
 
 Frame = tuple[str, int, str, str]
 
 _lock = threading.RLock()
+_parallel = {"tp_size": 1, "ep_size": 1}
+
+
+def configure_ranks(tp_size: int, ep_size: int = 1) -> None:
+    """The parallel layout that decides the scheduler prefixes (see TP_PREFIX)."""
+    _parallel.update(tp_size=max(tp_size, 1), ep_size=max(ep_size, 1))
+
+
+def rank_prefix(rank: int) -> str:
+    """The scheduler prefix of TP rank `rank`: " TP3", " TP3 EP3", or "" on a one-rank server."""
+    tp_size, ep_size = _parallel["tp_size"], _parallel["ep_size"]
+    prefix = TP_PREFIX.format(rank=rank) if tp_size > 1 else ""
+    if ep_size > 1:
+        prefix += EP_PREFIX.format(rank=rank // max(tp_size // ep_size, 1))
+    return prefix
 
 
 def stamp() -> str:
@@ -36,7 +56,7 @@ def stamp() -> str:
 
 
 def line(message: str, rank: int | None = None) -> str:
-    prefix = "" if rank is None else RANK_PREFIX.format(rank=rank)
+    prefix = "" if rank is None else rank_prefix(rank)
     return LOG_FORMAT.format(time=stamp(), prefix=prefix, message=message)
 
 
@@ -112,17 +132,21 @@ class Bar:
         self.total = total
         self.start = time.monotonic()
         self.last_len = 0
+        self.last_shown = self.start
         self.n = 0
         self.show()
 
     def show(self) -> None:
-        text = format_bar(self.n, self.total, time.monotonic() - self.start)
+        now = time.monotonic()
+        text = format_bar(self.n, self.total, now - self.start)
         write("\r" + text + " " * max(self.last_len - len(text), 0))
         self.last_len = len(text)
+        self.last_shown = now
 
     def update(self) -> None:
         self.n += 1
-        self.show()
+        if time.monotonic() - self.last_shown >= BAR_MININTERVAL:
+            self.show()
 
     @property
     def percent(self) -> float:

@@ -61,6 +61,21 @@ class ModelInfo:
     def model_type(self) -> str:
         return str(self.config.get("model_type") or "llama")
 
+    @property
+    def quant_log(self) -> str:
+        """ModelConfig.get_quantization_config_log_str (0.5.23 configs/model_config.py:1899-1919) and its ", ",
+        as "Load weight end" prints it: "quant=compressed-tensors, " for a quantized checkpoint, else ""."""
+        found = self.config.get("quantization_config") or self.config.get("compression_config")
+        if not isinstance(found, dict):
+            found = self.text_config.get("quantization_config")
+        if not isinstance(found, dict) or not found:
+            return ""
+        text = "quant={}".format(found.get("quant_method", "quantized"))
+        for key in ("bits", "quant_algo", "fmt", "requantization_method"):
+            if key in found:
+                text += f", {key}={found[key]}"
+        return text + ", "
+
 
 def looks_local(path: str) -> bool:
     return path.startswith(("/", "./", "../", "~")) or os.path.isdir(path)

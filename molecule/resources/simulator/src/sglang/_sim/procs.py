@@ -25,7 +25,9 @@ from sglang._sim import logs
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 COMM_LEN = 15
-SCHEDULER_TITLE = "sglang::scheduler_TP{rank}"
+# setproctitle(f"sglang::scheduler{prefix.replace(' ', '_')}") with the log prefix (0.5.23
+# managers/scheduler.py:6279-6294): sglang::scheduler_TP3 with tp_size > 1, sglang::scheduler on one GPU.
+SCHEDULER_TITLE = "sglang::scheduler{suffix}"
 DETOKENIZER_TITLE = "sglang::detokenizer"
 BOOTSTRAP = "from sglang._sim.procs import child_main; child_main()"
 
@@ -88,7 +90,7 @@ def child_main() -> None:
 
 def spawn_children(global_ranks: Sequence[int]) -> None:
     """One scheduler per local TP rank, then the detokenizer."""
-    titles = [SCHEDULER_TITLE.format(rank=rank) for rank in global_ranks]
+    titles = [SCHEDULER_TITLE.format(suffix=logs.rank_prefix(rank).replace(" ", "_")) for rank in global_ranks]
     for title in [*titles, DETOKENIZER_TITLE]:
         command = [sys.executable, "-c", BOOTSTRAP, title, str(os.getpid())]
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
