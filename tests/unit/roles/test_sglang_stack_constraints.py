@@ -60,7 +60,17 @@ def test_flashinfer_prebuilt_kernels_are_pinned_at_flashinfers_version(version: 
     flashinfer = pins(version)["flashinfer-python"]
     assert pins(version)["flashinfer-cubin"] == flashinfer
     assert pins(version)["flashinfer-jit-cache"] == f"{flashinfer}+{TORCH_CUDA[version]}"
-    assert set(pins(version, added=True)) <= {"flashinfer-cubin", "flashinfer-jit-cache"}
+    assert set(pins(version, added=True)) <= {"flashinfer-cubin", "flashinfer-jit-cache", "prometheus-client"}
+
+
+@pytest.mark.parametrize("version", CATALOG_VERSIONS)
+def test_prometheus_client_is_held_below_the_release_that_renames_sglangs_samples(version: str) -> None:
+    """prometheus-client 0.23.0-0.26.0 write `sglang_token_usage 0.5` under `# TYPE sglang:token_usage gauge` in
+    OpenMetrics (prometheus/client_python#1177), which Prometheus asks for: the engine scenario's real server showed
+    it, and every rule went blind. Each version's constraints hold it at 0.22.1, the newest release without it."""
+    release = tuple(int(part) for part in pins(version, added=True)["prometheus-client"].split("."))
+    assert release < (0, 23, 0)
+    assert "prometheus/client_python#1177" in (CONSTRAINTS / f"sglang-{version}.txt").read_text()
 
 
 def test_the_cuda_of_each_version_is_the_one_the_contract_role_names() -> None:
