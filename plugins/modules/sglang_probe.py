@@ -89,7 +89,7 @@ checks:
   sample: [{"check": "interpreter", "ok": true, "detail": "/opt/sglang/0.5.23/venv/bin/python 3.12.3"}]
   contains:
     check:
-      description: Name of the check (interpreter, writable, model, toolchain, flashinfer, cuda, triton, nccl, nvml).
+      description: Name of the check (interpreter, writable, model, toolchain, flashinfer, cuda, triton, nccl, nvml; cpu instead of the last four for a server started with --device cpu).
       type: str
       sample: cuda
     ok:

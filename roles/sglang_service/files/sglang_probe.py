@@ -386,6 +386,40 @@ def check_nvml(settings: dict[str, Any]) -> bool:
     return report("nvml", True, f"nvidia-smi answers: {len(rows)} GPU(s), {rows[0]}")
 
 
+def check_cpu() -> bool:
+    """A server started with --device cpu (SGLang's CPU engine) computes with torch on the CPU: no GPU, CUDA, Triton
+    kernel or NCCL all-reduce is asked of it."""
+    try:
+        import torch  # the virtualenv's
+    except ImportError as error:
+        return report("cpu", False, f"torch cannot be loaded: {error}")
+    try:
+        product = torch.ones(64, 64) @ torch.ones(64, 64)
+        ok = float(product[0][0]) == 64.0
+    except RuntimeError as error:
+        return report("cpu", False, f"torch {torch.__version__} cannot compute on the CPU: {error}".splitlines()[0])
+    return report("cpu", ok, f"torch {torch.__version__} computed a matrix product on the CPU (--device cpu: no GPU, "
+                  f"Triton kernel, NCCL or NVML is asked)")
+
+
+def check_device(settings: dict[str, Any], work: str) -> None:
+    """The device the server computes on: the GPUs through CUDA (Triton, NCCL), or the CPU with --device cpu."""
+    if str(settings.get("device") or "cuda") == "cpu":
+        check_cpu()
+        return
+    try:
+        backend = cuda_backend()
+    except ImportError as error:
+        report("cuda", False, f"the CUDA runtime cannot be loaded: {error}")
+        backend = None
+    if backend is not None and check_gpus(settings, backend) and not settings.get("exclusive_process"):
+        report("triton", *backend.triton(work))
+        if settings.get("nccl"):
+            report("nccl", *backend.nccl(int(settings.get("gpus") or 0), float(settings.get("nccl_timeout") or 60),
+                                         work))
+    check_nvml(settings)
+
+
 def main(argv: list[str]) -> int:
     settings = json.loads(argv[1]) if len(argv) > 1 else {}
     started = time.monotonic()
@@ -399,17 +433,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="sglang-deploy-probe-", dir=cache) as work:
         check_toolchain(settings, work)
         check_flashinfer(settings)
-        try:
-            backend = cuda_backend()
-        except ImportError as error:
-            report("cuda", False, f"the CUDA runtime cannot be loaded: {error}")
-            backend = None
-        if backend is not None and check_gpus(settings, backend) and not settings.get("exclusive_process"):
-            report("triton", *backend.triton(work))
-            if settings.get("nccl"):
-                report("nccl", *backend.nccl(int(settings.get("gpus") or 0), float(settings.get("nccl_timeout") or 60),
-                                             work))
-        check_nvml(settings)
+        check_device(settings, work)
     ok = all(result["ok"] for result in RESULTS)
     print(json.dumps({"done": True, "ok": ok, "seconds": round(time.monotonic() - started, 1)}), flush=True)
     return 0 if ok else 1

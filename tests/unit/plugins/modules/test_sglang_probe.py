@@ -134,6 +134,9 @@ class StubBackend:
     def gpus(self, count: int, alloc_mib: int) -> tuple[bool, str]:
         return self.ok, f"{count} GPUs, {alloc_mib} MiB"
 
+    def triton(self, _work: str) -> tuple[bool, str]:
+        return self.ok, "stub kernel"
+
 
 def test_gpus_check_reports_the_node_denials_before_asking_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     script = probe_script()
@@ -179,3 +182,50 @@ def test_a_declared_backend_answers(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(script.importlib.metadata, "entry_points", lambda group: [Entry()])
     assert script.cuda_backend().name == "stub"
+
+
+class FakeTensor:
+    """What check_cpu asks of torch: ones(n, n), @ and indexing."""
+
+    def __init__(self, size: int, value: float = 1.0) -> None:
+        self.size, self.value = size, value
+
+    def __matmul__(self, other: FakeTensor) -> FakeTensor:
+        return FakeTensor(self.size, self.value * other.value * self.size)
+
+    def __getitem__(self, _index: int) -> FakeTensor:
+        return self
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def test_a_cpu_server_is_probed_on_the_cpu_and_asked_nothing_of_gpus(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    script = probe_script()
+    fake = ModuleType("torch")
+    fake.__version__ = "2.14.1"  # type: ignore[attr-defined]
+    fake.ones = lambda rows, cols: FakeTensor(rows)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(script, "cuda_backend", lambda: pytest.fail("a CPU server's probe asked for CUDA"))
+    monkeypatch.setattr(script, "check_nvml", lambda settings: pytest.fail("a CPU server's probe asked NVML"))
+    script.check_device({"device": "cpu", "gpus": 0, "nccl": True}, str(tmp_path))
+    assert [(r["check"], r["ok"]) for r in script.RESULTS] == [("cpu", True)]
+    assert "torch 2.14.1 computed a matrix product on the CPU" in script.RESULTS[0]["detail"]
+
+
+def test_a_cpu_server_without_torch_fails_the_probe(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    script = probe_script()
+    monkeypatch.setitem(sys.modules, "torch", None)
+    script.check_device({"device": "cpu"}, str(tmp_path))
+    assert [(r["check"], r["ok"]) for r in script.RESULTS] == [("cpu", False)]
+    assert script.RESULTS[0]["detail"].startswith("torch cannot be loaded")
+
+
+def test_a_gpu_server_is_still_asked_for_cuda_and_nvml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script, "cuda_backend", lambda: StubBackend(True))
+    monkeypatch.setattr(script, "open_errors", lambda nodes, accept: [])
+    monkeypatch.setattr(script, "check_nvml", lambda settings: script.report("nvml", True, "stub"))
+    script.check_device({"gpus": 2, "nccl": False}, str(tmp_path))
+    assert [r["check"] for r in script.RESULTS] == ["cuda", "triton", "nvml"]

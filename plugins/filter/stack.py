@@ -1,0 +1,76 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the stack's install: what `uv pip check` reports that the host must act on."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: unmet_requirements
+short_description: The problems of a virtualenv that uv pip check reports, less the packages left out on purpose
+description:
+  - C(sglang.deploy.unmet_requirements) takes the output lines of C(uv pip check) and the names of the packages
+    the host leaves out of SGLang's requirements (role sglang_stack's C(sglang_stack_excludes)), and returns the
+    lines that name a problem. uv's own informational lines and a left-out package reported as not installed are
+    not problems; anything else is, an unrecognised line included.
+options:
+  _input:
+    description: The lines uv pip check wrote (standard output and standard error).
+    type: list
+    elements: str
+    required: true
+  excludes:
+    description: Package names left out on purpose.
+    type: list
+    elements: str
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Decide whether to install
+  ansible.builtin.set_fact:
+    unmet: "{{ (check.stdout_lines + check.stderr_lines) | sglang.deploy.unmet_requirements(['sgl-deep-ep']) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The lines that name a problem, in order.
+  type: list
+  elements: str
+"""
+
+# uv's own lines around its findings (uv 0.13: "Using Python 3.11.2 environment at: ...", "Checked 175 packages in
+# 17ms", "Found 14 incompatibilities", "All installed packages are compatible").
+_INFORMATIONAL = re.compile(r"^(Using C?Python .*|Checked \d+ packages? in .*|Found \d+ incompatibilit(y|ies)"
+                            r"|All installed packages are compatible)$")
+# "The package `sglang` requires `flashinfer-python[cu13]==0.7.2`, but it's not installed"
+_MISSING = re.compile(r"^The package `[^`]+` requires `(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)[^`]*`, "
+                      r"but it's not installed$")
+
+
+def canonical(name: str) -> str:
+    """A package name as PEP 503 normalises it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def unmet_requirements(lines: Any, excludes: Any = None) -> list[str]:
+    """`(out.stdout_lines + out.stderr_lines) | sglang.deploy.unmet_requirements(sglang_stack_excludes)`."""
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise AnsibleFilterError(f"unmet_requirements: expected the lines of uv pip check, got {lines!r}")
+    left_out = {canonical(str(name)) for name in excludes or []}
+    problems = []
+    for line in (line.strip() for line in lines):
+        missing = _MISSING.match(line)
+        if not line or _INFORMATIONAL.match(line) or (missing and canonical(missing.group("name")) in left_out):
+            continue
+        problems.append(line)
+    return problems
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"unmet_requirements": unmet_requirements}
