@@ -6,6 +6,7 @@
 #
 #   scripts/molecule-lanes.sh                      # the lanes below
 #   scripts/molecule-lanes.sh "default multinode" rolling   # lanes given as arguments, one per word list
+#   scripts/molecule-lanes.sh engine                        # the real SGLang alone
 #
 # Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
 # to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling" "default install multinode")
+  lanes=("rolling install" "default multinode engine")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"

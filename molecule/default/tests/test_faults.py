@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -118,46 +117,6 @@ def test_a_stale_gpu_process_refuses_the_start_and_nothing_is_killed(host: Any) 
         else:
             write_file(host, config_path, original)
     assert serving(host)
-
-
-def metric(host: Any, name: str) -> float:
-    """The server's value of a scheduler gauge: the largest of its series (one per TP rank for the start-up
-    constants, rank 0 only for the others, as SGLang 0.5.23 writes them)."""
-    text = host.run("curl -s --max-time 10 http://127.0.0.1:30000/metrics").stdout
-    return max((float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                if line.startswith((f"sglang:{name}{{", f"sglang:{name} "))), default=0.0)
-
-
-def test_sigterm_lets_requests_in_flight_finish(host: Any) -> None:
-    """The drill controls its own timing: the running server holds requests of 1000 tokens or more until
-    its drain begins (simulator fault hold_until_sigterm), so the request is in flight at SIGTERM however
-    slow the machine, and can only finish while the old server drains."""
-    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.2",
-                                     *fault("hold_until_sigterm=1000"))
-    assert rc == 0, why(out)
-    result: dict[str, Any] = {}
-
-    def long_request() -> None:
-        result["out"] = host.check_output(
-            "curl -s --max-time 300 http://127.0.0.1:30000/generate -H 'Content-Type: application/json' "
-            f"-H 'Authorization: Bearer {HOST_VARS['sglang_api_key']}' "
-            "-d '{\"text\": \"drain\", \"sampling_params\": {\"max_new_tokens\": 2000}}'")
-
-    thread = threading.Thread(target=long_request)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while metric(host, "num_running_reqs") < 1:  # observable: the request runs (held) on the old server
-        assert time.monotonic() < deadline, "the request never started"
-        time.sleep(0.5)
-    old = show(host, "InvocationID")["InvocationID"]
-    rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=2.3")
-    thread.join(timeout=300)
-    assert rc == 0, why(out)
-    assert json.loads(result["out"])["meta_info"]["completion_tokens"] == 2000
-    drained = host.check_output(f"journalctl _SYSTEMD_INVOCATION_ID={old} --no-pager -o cat "
-                                "| grep -c 'Gracefully exiting' || true")
-    assert int(drained) >= 1
-    assert show(host, "InvocationID")["InvocationID"] != old and serving(host)
 
 
 def test_a_slow_stop_of_the_old_server_does_not_count_against_the_new_ones_load(host: Any) -> None:

@@ -35,8 +35,8 @@ SGLANG_SIM_GPU_DEVICES          (unset)   1 = each rank opens /dev/nvidiactl, /d
                                           kills the start ("No CUDA GPUs are available")
 SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>,
                                           hang_at=<pct>, fail_warmup, crash_after_ready=<s>,
-                                          slow_drain=<s>, hold_until_sigterm=<tokens>,
-                                          slow_exit=<s>, exit_code=<n> (default 1)
+                                          slow_drain=<s>, slow_exit=<s>,
+                                          exit_code=<n> (default 1)
 SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
                                           its 1-token generation before answering 503
 SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at the
@@ -50,9 +50,8 @@ deployment writes (top-level scalars and lists; see ``configfile``).
 first update whose percentage reaches the value (tqdm redraws at most every 0.1 s, so the last count the
 bar shows may be a few shards short of it). ``crash_after_ready`` counts from "The server is
 fired up and ready to roll!". ``slow_drain`` adds its seconds once to every request that is in
-flight after SIGTERM arrived. ``hold_until_sigterm=<n>`` holds every request that asks for n tokens or
-more until SIGTERM arrives, then generates it: a drain drill's request is in flight when the drain
-begins however slow the machine (the warm-up, health and smoke generations are shorter).
+flight after SIGTERM arrived. (A request in flight at SIGTERM is the real server's drill: Molecule's engine
+scenario holds one with SGLang's own /pause_generation until SIGTERM.)
 ``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains (or at once with SGL_FORCE_SHUTDOWN),
 take s seconds more, silently: SGLang freeing a large pinned host pool on its way out.
 

@@ -58,12 +58,11 @@ class Stats:
 
 class Engine:
     def __init__(self, max_running: int, max_total_tokens: int, token_seconds: float,
-                 slow_drain: float, hold_until_sigterm: float | None = None) -> None:
+                 slow_drain: float) -> None:
         self.max_running = max(max_running, 1)
         self.max_total_tokens = max(max_total_tokens, 1)
         self.token_seconds = token_seconds
         self.slow_drain = slow_drain
-        self.hold_until_sigterm = hold_until_sigterm
         self.stats = Stats()
         self.draining = threading.Event()
         self.broken = threading.Event()
@@ -121,8 +120,6 @@ class Engine:
         total = prompt_tokens + max_new_tokens
         self._admit(total)
         try:
-            if self.hold_until_sigterm is not None and max_new_tokens >= self.hold_until_sigterm:
-                self.draining.wait()  # a drill's request that must still run when the drain begins
             start = time.monotonic()
             extended = [False]
             for index in range(max_new_tokens):

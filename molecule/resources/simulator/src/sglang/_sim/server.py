@@ -477,7 +477,7 @@ class Simulator:
                 self.crash(msg.DIST_FRAMES, str(error))
         engine = Engine(
             int(self.args["max_running_requests"]), memory.kv_tokens, self.settings.token_seconds,
-            self.faults.slow_drain, self.faults.hold_until_sigterm,
+            self.faults.slow_drain,
         )
         self.engine = engine
         state = self.build_state(memory, engine)

@@ -19,7 +19,6 @@ class Faults:
     fail_warmup: bool = False
     crash_after_ready: float | None = None
     slow_drain: float = 0.0
-    hold_until_sigterm: float | None = None
     slow_exit: float = 0.0
     exit_code: int = 1
 
@@ -57,7 +56,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 def parse_faults(text: str) -> Faults:
     """Parse ``crash_at=50,slow_drain=3,fail_warmup`` into Faults."""
     values: dict[str, object] = {}
-    numbers = {"crash_at", "hang_at", "crash_after_ready", "slow_drain", "hold_until_sigterm", "slow_exit"}
+    numbers = {"crash_at", "hang_at", "crash_after_ready", "slow_drain", "slow_exit"}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, _sep, raw = item.partition("=")
         key = key.strip()

@@ -1,0 +1,599 @@
+"""Verify the engine scenario: the package against the real SGLang 0.5.23 server (PyPI's wheel, on the CPU).
+
+The tests are the eight drills of the real engine, in file order, each driving the user's own playbooks through
+the CLI and printing a `MEASURED engine drill N` line with the version the server itself reports:
+1. the first deploy, whose readiness wait follows the real startup log;
+2. a rerun, which changes and restarts nothing;
+3. a change that needs a restart: the probe passes, the server restarts once and serves again;
+4. the drain: a long request in flight at SIGTERM completes, and the old process exits 0;
+5. a start the real server refuses (a context length its model does not have): detected from the real log,
+   rolled back byte for byte, serving again;
+6. a change rolled across both servers behind the real sglang-router under bounded load: no request fails;
+7. Debian's Prometheus scrapes the real /metrics; a real saturation fires SGLangKVCacheSaturated, which clears;
+8. plan.yml calibrates from the real server's startup log, and refuses a log of another model.
+What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
+.cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
+Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import typing as t
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+from drill import recap, run_playbook, why
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+testinfra_hosts = RUNNER.get_hosts("sglang_routers")  # the drills run once; the servers are reached by name
+ROUTER = "sglang-engine-router"
+WORKERS = ["sglang-engine-1", "sglang-engine-2"]
+NETWORK = "sglang-engine-net"
+UNIT = "sglang-kimi.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT}"
+ENV_PATH = "/etc/sglang/kimi.env"
+OBSERVED = "/var/lib/sglang/kimi.observed.json"
+RECORDED = PROJECT / ".cache" / "engine-recorded"
+FIXTURES = PROJECT / "tests" / "fixtures" / "sglang-engine"
+# group_vars/sglang_workers.yml's extra arguments: a drill that changes them gives the whole mapping with -e.
+EXTRA_ARGS: dict[str, Any] = {"device": "cpu", "attention-backend": "torch_native", "max-total-tokens": 4096}
+# The phases the readiness wait names from 0.5.23's own lines (plugins/modules/sglang_ready.py PHASES), in order.
+REAL_PHASES = ["initialising torch.distributed", "loading weights", "weights loaded", "allocating KV cache",
+               "starting HTTP server", "warming up", "fired up"]
+
+
+_IPS: dict[str, str] = {}
+
+
+def ip(name: str) -> str:
+    """A container's address on the scenario's network, read once."""
+    if name not in _IPS:
+        _IPS[name] = subprocess.check_output(
+            ["docker", "inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', name],
+            text=True).strip()
+    return _IPS[name]
+
+
+def on(name: str) -> Any:
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def deploy(*extra: str) -> tuple[int, str, float]:
+    return run_playbook("deploy.yml", *extra)
+
+
+def with_args(**changes: Any) -> list[str]:
+    """-e giving sglang_extra_args with the scenario's own plus changes (a value of None leaves a flag out)."""
+    merged = {key: value for key, value in {**EXTRA_ARGS, **changes}.items() if value is not None}
+    return ["-e", json.dumps({"sglang_extra_args": merged})]
+
+
+def http(name: str, path: str, body: dict[str, Any] | None = None, timeout: float = 30) -> bytes:
+    """An HTTP call to a server on the scenario's network, from the controller: the response body."""
+    request = urllib.request.Request(f"http://{ip(name)}:30000{path}", method="POST" if body is not None else "GET",
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return bytes(response.read())
+
+
+def server_info(name: str) -> dict[str, Any]:
+    # /server_info: the handler of /get_server_info, which 0.5.23 still answers but logs as deprecated.
+    return dict(json.loads(http(name, "/server_info")))
+
+
+def version(name: str) -> str:
+    """What the server itself says it is (/server_info)."""
+    return str(server_info(name)["version"])
+
+
+def show(name: str, *props: str) -> dict[str, str]:
+    out = on(name).check_output(f"systemctl show {UNIT} " + " ".join(f"--property={p}" for p in props))
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def invocation(name: str) -> str:
+    return show(name, "InvocationID")["InvocationID"]
+
+
+def running_argv(name: str) -> list[str]:
+    """The main process's own argv (/proc/<MainPID>/cmdline)."""
+    pid = show(name, "MainPID")["MainPID"]
+    return on(name).check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()
+
+
+def healthy(name: str) -> bool:
+    code = on(name).run("curl -s -o /dev/null -w '%{http_code}' --max-time 60 http://127.0.0.1:30000/health_generate")
+    return code.stdout.strip() == "200"
+
+
+def digest(name: str) -> str:
+    return on(name).check_output(f"sha256sum {UNIT_PATH} {ENV_PATH}")
+
+
+def starts(name: str) -> int:
+    out = on(name).run(f"journalctl -u {UNIT} --no-pager -o cat | grep -c '^Started ' || true").stdout
+    return int(out.strip() or 0)
+
+
+def journal(name: str, *match: str) -> list[dict[str, Any]]:
+    """Journal entries (journalctl -o json) of the unit's invocations, or of the given matches."""
+    argv = " ".join(match) if match else f"-u {UNIT}"
+    out = on(name).check_output(f"journalctl --no-pager -o json {argv}")
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def message(entry: dict[str, Any]) -> str:
+    value = entry.get("MESSAGE", "")
+    return bytes(value).decode("utf-8", "replace") if isinstance(value, list) else str(value or "")
+
+
+def seconds_of(entry: dict[str, Any]) -> float:
+    return int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+
+
+def invocation_log(name: str, invocation_id: str) -> str:
+    """What the server wrote in one invocation (journalctl -o cat), as sglang_startup reads a log."""
+    return on(name).check_output(f"journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID={invocation_id}")
+
+
+def systemd_lines(name: str, invocation_id: str) -> list[tuple[float, str]]:
+    """systemd's own messages about one invocation (its start, stop, exit status)."""
+    return [(seconds_of(e), message(e)) for e in journal(name, f"INVOCATION_ID={invocation_id}")]
+
+
+def record(name: str, text: str) -> Path:
+    """Keep what the real server gave (.cache/engine-recorded/), for the fixtures' comparison and a refresh."""
+    RECORDED.mkdir(parents=True, exist_ok=True)
+    path = RECORDED / name
+    path.write_text(text)
+    return path
+
+
+def task_start(output: str, task: str) -> float:
+    """When the named task started, from the profile_tasks line after its header (controller time, whole seconds)."""
+    after = output.split(f"TASK [{task}]", 1)[1]
+    stamp = re.search(r"\w+day (\d{2} \w+ \d{4}\s+\d{2}:\d{2}:\d{2} [+-]\d{4})", after)
+    assert stamp, f"no time after TASK [{task}]"
+    return time.mktime(time.strptime(re.sub(r"\s+", " ", stamp.group(1)), "%d %B %Y %H:%M:%S %z")) - time.timezone
+
+
+def wait_for(what: str, check: Callable[[], Any], seconds: float = 300) -> Any:
+    """Poll until check() gives something true; the deadline only bounds a failure."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = check()
+        except (OSError, AssertionError, ValueError, KeyError):
+            found = None
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"waited {seconds:.0f} s for {what}"
+        time.sleep(0.5)
+
+
+# --- 1. the first deploy --------------------------------------------------------------------------------------
+
+def first_200(name: str, invocation_id: str) -> float:
+    entries = journal(name, f"_SYSTEMD_INVOCATION_ID={invocation_id}")
+    return min(seconds_of(e) for e in entries if '"GET /health_generate HTTP/1.1" 200' in message(e))
+
+
+def test_1_the_first_deploy_waits_on_the_real_startup_log(host: Any) -> None:
+    fresh = [name for name in WORKERS if not on(name).file(UNIT_PATH).exists]
+    assert fresh == WORKERS, ("drill 1 measures a first deploy: run it on fresh hosts (molecule test -s engine, or "
+                              f"destroy, create and prepare); deployed already: {sorted(set(WORKERS) - set(fresh))}")
+    rc, out, seconds = deploy()
+    assert rc == 0, why(out)
+    returned = task_start(out, "sglang_service : Report readiness")  # the wait's own task ended here
+    for name in WORKERS:
+        observed = json.loads(on(name).file(OBSERVED).content_string)
+        phases = [phase["phase"] for phase in observed["phases"]]
+        assert [phase for phase in phases if phase in REAL_PHASES] == REAL_PHASES, phases
+        ready_at = first_200(name, observed["invocation_id"])
+        log = invocation_log(name, observed["invocation_id"])
+        lag = returned - ready_at
+        print(f"MEASURED engine drill 1 first deploy on {name}: sglang {version(name)} (server_info); deploy "
+              f"{seconds:.0f} s wall (install included); ready {observed['ready_after_s']} s after the restart "
+              f"(load {observed['load']['total_s']} s from the process's start); phases from the real log "
+              f"{[(p['phase'], p['at_s']) for p in observed['phases']]}; the wait's task returned {lag:+.1f} s "
+              f"after the first 200 from /health_generate (the profile line's whole second: +-1 s)")
+        # The waiter is the only client of /health_generate before the server joins the router: its own first
+        # 200 ends its wait, and the play polls it every sglang_service_progress_interval (1 s here).
+        assert -1.0 <= lag <= 5.0, f"the wait returned {lag:.1f} s after the first 200 (allowed: within 5 s)"
+        assert log.count("The server is fired up and ready to roll!") == 1
+    # The fixtures' start: the first server's log once it has answered what the simulator's fidelity test asks of
+    # it (tests/simulator/test_sim_fidelity.py replays the requests of the recording).
+    name = WORKERS[0]
+    exercise(name)
+    record("startup-0.5.23-cpu.log", invocation_log(name, invocation(name)))
+    record("server-info-0.5.23-cpu.json", json.dumps(server_info(name), indent=4, sort_keys=True) + "\n")
+
+
+def exercise(name: str) -> None:
+    """A scrape, a generation, a streamed completion and the model list, each as a client asks for it."""
+    http(name, "/metrics")
+    http(name, "/generate", {"text": "The capital of France is", "sampling_params": {"temperature": 0,
+                                                                                     "max_new_tokens": 16}})
+    http(name, "/v1/completions", {"model": "tiny-llama", "prompt": "Once upon a time", "max_tokens": 8,
+                                   "stream": True})
+    http(name, "/v1/models")
+
+
+# --- 2. a rerun -------------------------------------------------------------------------------------------------
+
+def test_2_a_rerun_changes_and_restarts_nothing(host: Any) -> None:
+    before = {name: invocation(name) for name in WORKERS}
+    rc, out, seconds = deploy()
+    assert rc == 0, why(out)
+    changed = {name: recap(out, name)["changed"] for name in [*WORKERS, ROUTER]}
+    after = {name: invocation(name) for name in WORKERS}
+    print(f"MEASURED engine drill 2 rerun: sglang {version(WORKERS[0])} (server_info); {seconds:.1f} s wall; "
+          f"changed {changed}; InvocationID unchanged on {sum(before[n] == after[n] for n in WORKERS)} of 2")
+    assert changed == dict.fromkeys([*WORKERS, ROUTER], 0), why(out)
+    assert after == before
+
+
+# --- 3 and 4. a change that needs a restart, with a request in flight at SIGTERM ---------------------------------
+
+class Restart(t.NamedTuple):
+    """One restart of the first server (drills 3 and 4 read the same run: a restart costs a real start)."""
+
+    name: str
+    before: str
+    started: int
+    rc: int
+    out: str
+    seconds: float
+
+
+@pytest.fixture(scope="module")
+def restart() -> Restart:
+    """--schedule-policy lpm on the first server, with the drain drill's long request held until SIGTERM."""
+    name = WORKERS[0]
+    before, started = invocation(name), starts(name)
+    on(name).run("rm -f /var/tmp/engine-drill-long-request.json")
+    rc, out, seconds = deploy("--limit", name, *with_args(**{"schedule-policy": "lpm"}),
+                              "-e", f"drill_long_request_host={name}")
+    return Restart(name, before, started, rc, out, seconds)
+
+
+def test_3_a_change_restarts_the_server_once(host: Any, restart: Restart) -> None:
+    name, out = restart.name, restart.out
+    assert restart.rc == 0, why(out)
+    assert re.search(r"ok +cpu: torch [\d.]+\S* computed a matrix product on the CPU", out), why(out)
+    assert invocation(name) != restart.before and starts(name) == restart.started + 1
+    assert show(name, "NRestarts")["NRestarts"] == "0"
+    argv = running_argv(name)
+    assert argv[argv.index("--schedule-policy") + 1] == "lpm", argv
+    info = server_info(name)
+    assert info["schedule_policy"] == "lpm", info["schedule_policy"]  # the server's own view of its settings
+    assert healthy(name)
+    ready = re.search(r"ready after ([\d.]+) s", out)
+    print(f"MEASURED engine drill 3 restart: sglang {info['version']} (server_info); --schedule-policy lpm on "
+          f"{name}: {restart.seconds:.1f} s wall, probe passed, 1 start, ready after "
+          f"{ready.group(1) if ready else '?'} s; the server reports schedule_policy={info['schedule_policy']}")
+
+
+def test_4_a_request_in_flight_at_sigterm_completes_and_the_old_process_exits_0(host: Any, restart: Restart) -> None:
+    name, old = restart.name, restart.before
+    assert restart.rc == 0, why(restart.out)
+    answer = json.loads(wait_for("the long request's answer", lambda: on(name).file(
+        "/var/tmp/engine-drill-long-request.json").content_string, 60))
+    assert answer["ok"], answer
+    assert answer["meta_info"]["completion_tokens"] == 600, answer
+    log = invocation_log(name, old)
+    drain = [line for line in log.splitlines() if "SIGTERM received" in line or "Gracefully exiting" in line]
+    assert any("SIGTERM received" in line for line in drain), log[-3000:]
+    systemd = systemd_lines(name, old)
+    ended = [text for _t, text in systemd if "Deactivated successfully" in text or "exited" in text
+             or "Failed with result" in text]
+    assert any("Deactivated successfully" in text for text in ended), systemd
+    assert not [text for text in ended if "status=137" in text or "Failed with result" in text], systemd
+    sigterm = min(seconds_of(e) for e in journal(name, f"_SYSTEMD_INVOCATION_ID={old}")
+                  if "SIGTERM received" in message(e))
+    stopped = max(t for t, text in systemd if "Deactivated successfully" in text)
+    finished = float(answer["meta_info"]["request_finished_ts"])
+    # The request was in flight at SIGTERM (the hook held it until then), and finished before the process ended.
+    assert sigterm < finished < stopped, (sigterm, finished, stopped)
+    print(f"MEASURED engine drill 4 drain: sglang {version(name)} (server_info); a 600-token request in flight at "
+          f"SIGTERM finished {finished - sigterm:.1f} s after it; the old process exited 0 (systemd: "
+          f"'Deactivated successfully') {stopped - sigterm:.1f} s after SIGTERM; the restart's deploy "
+          f"{restart.seconds:.1f} s wall")
+
+
+# --- 5. a start the real server refuses -------------------------------------------------------------------------
+
+def test_5_a_start_the_real_server_refuses_is_detected_and_rolled_back(host: Any) -> None:
+    name = WORKERS[0]
+    before, good = digest(name), invocation(name)
+    since = time.time()
+    rc, out, seconds = deploy("--limit", name, *with_args(**{"context-length": 100000}))
+    assert rc != 0, "the deploy of a start the server refuses succeeded:\n" + why(out)
+    assert "rolled back to the last good configuration" in out, why(out)
+    assert "context_length" in out, "the failure does not quote the server's own reason:\n" + why(out)
+    assert digest(name) == before, "not restored byte for byte"
+    assert healthy(name)
+    invocations = journal(name, "_SYSTEMD_UNIT=init.scope", f"UNIT={UNIT}", f"--since=@{int(since)}")
+    failed = [seconds_of(e) for e in invocations if "Main process exited, code=exited, status=1/FAILURE" in message(e)]
+    started = [seconds_of(e) for e in invocations if message(e).startswith("Started ")]
+    assert failed, [message(e) for e in invocations]
+    rescue = min(t for t in started if t > failed[0])
+    assert invocation(name) != good
+    print(f"MEASURED engine drill 5 refused start: sglang {version(name)} (server_info); --context-length 100000 "
+          f"(the model has 4096): the server exited 1 {failed[0] - since:.1f} s into the deploy; the rollback "
+          f"started the last good configuration {rescue - failed[0]:.1f} s after that exit; the play failed after "
+          f"{seconds:.1f} s; unit and environment restored byte for byte, serving again")
+
+
+# --- 6. a roll behind the real router under load -----------------------------------------------------------------
+
+class Memory:
+    """Samples each server unit's memory (systemd's MemoryCurrent) and the machine's MemAvailable every second."""
+
+    def __init__(self) -> None:
+        self.peak = dict.fromkeys(WORKERS, 0)
+        self.lowest_available = float("inf")
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            for name in WORKERS:
+                out = subprocess.run(["docker", "exec", name, "systemctl", "show", UNIT, "--property=MemoryCurrent",
+                                      "--value"], capture_output=True, text=True, check=False).stdout.strip()
+                if out.isdigit():
+                    self.peak[name] = max(self.peak[name], int(out))
+            with open("/proc/meminfo", encoding="ascii") as handle:
+                available = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemAvailable:"))
+            self.lowest_available = min(self.lowest_available, available)
+            self.done.wait(1.0)
+
+    def stop(self) -> str:
+        self.done.set()
+        self.thread.join()
+        peaks = ", ".join(f"{name} {peak / 2**30:.2f} GiB" for name, peak in self.peak.items())
+        lowest = self.lowest_available / 2**30
+        return f"peak per server (MemoryCurrent) {peaks}; the machine's lowest MemAvailable {lowest:.1f} GiB"
+
+
+class Load:
+    """molecule/resources/loadgen.py through the router on the test network, bounded in requests and time."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.stop_file, self.events = tmp / "stop", tmp / "events.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PROJECT / "molecule/resources/loadgen.py"), "--router", f"http://{ip(ROUTER)}:30080",
+             "--expect", "2", "--concurrency", "2", "--max-requests", "6000", "--max-seconds", "900",
+             "--stop-file", str(self.stop_file), "--events", str(self.events)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def finish(self) -> tuple[dict[str, int], str]:
+        self.stop_file.touch()
+        out, _stderr = self.proc.communicate(timeout=120)
+        match = re.search(r"^LOAD SUMMARY sent=(\d+) ok=(\d+) failed=(\d+) min_healthy=(\d+)/2$", out, re.M)
+        assert match, out
+        assert "LOAD BUDGET SPENT" not in out, "the load's request budget ran out before the roll ended"
+        return dict(zip(("sent", "ok", "failed", "min_healthy"), map(int, match.groups()), strict=True)), out
+
+    def router_events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.events.read_text().splitlines()] if self.events.exists() else []
+
+
+def test_6_a_change_rolls_across_both_servers_behind_the_real_router_without_a_failed_request(
+        host: Any, tmp_path: Path) -> None:
+    before = {name: invocation(name) for name in WORKERS}
+    memory = Memory()
+    load = Load(tmp_path)
+    wait_for("the load's first answers", lambda: load.events.exists() or load.proc.poll() is not None, 60)
+    # New on both: the first runs --schedule-policy lpm (drills 3-5), the second the scenario's own arguments.
+    rc, out, seconds = deploy(*with_args(**{"schedule-conservativeness": 0.9}))
+    summary, load_out = load.finish()
+    used = memory.stop()
+    print(load_out)
+    assert rc == 0, why(out)
+    assert summary["failed"] == 0 and summary["sent"] > 20, summary
+    assert summary["min_healthy"] >= 1, summary
+    events = [(e["url"].split("//")[1].split(":")[0], e["event"]) for e in load.router_events()
+              if e["event"] in ("removed", "added")]
+    assert events == [(WORKERS[0], "removed"), (WORKERS[0], "added"), (WORKERS[1], "removed"),
+                      (WORKERS[1], "added")], events
+    for name in WORKERS:
+        argv = running_argv(name)
+        assert argv[argv.index("--schedule-conservativeness") + 1] == "0.9", argv
+        assert "--schedule-policy" not in argv, argv
+        assert invocation(name) != before[name]
+    # The fixtures' drain: the second server's, which the router had emptied, as every roll drains a server.
+    drained = invocation_log(WORKERS[1], before[WORKERS[1]])
+    assert "Gracefully exiting... Remaining number of requests 0." in drained, drained[-2000:]
+    record("drain-0.5.23-cpu.log", drained[drained.rindex("\n", 0, drained.index("SIGTERM received")) + 1:])
+    print(f"MEASURED engine drill 6 roll behind the router: sglang {version(WORKERS[0])} (server_info); 2 servers, "
+          f"one at a time: {seconds:.1f} s wall; load {summary['sent']} requests, {summary['failed']} failed, at "
+          f"least {summary['min_healthy']}/2 healthy; {used}")
+
+
+# --- 7. Prometheus on the real /metrics -------------------------------------------------------------------------
+
+PROMETHEUS_HOME = "/etc/sglang-test-prometheus"
+PROMETHEUS_PORT = 9090
+# The production rules with thresholds a test reaches in seconds (the rules' logic is unchanged).
+SCALED = {"sglang_monitoring_load_budget": 4, "sglang_monitoring_token_usage": 0.5,
+          "sglang_monitoring_queue_depth": 2, "sglang_monitoring_saturated_for": "2s",
+          "sglang_monitoring_router_workers_for": "2s", "sglang_monitoring_router_down_for": "2s",
+          "sglang_monitoring_drift_for": "2s", "sglang_monitoring_node_job": ""}
+PROMETHEUS_CONFIG = """global: {scrape_interval: 1s, evaluation_interval: 1s, scrape_timeout: 1s}
+rule_files: [%(here)s/sglang-alerts.yml]
+scrape_configs:
+  - job_name: sglang-deploy   # each target group sets its own job (sglang, sglang-router)
+    file_sd_configs: [{files: [%(here)s/sglang-targets.json]}]
+"""
+
+
+def prometheus_api(path: str, **params: str) -> Any:
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    with urllib.request.urlopen(f"http://{ip(ROUTER)}:{PROMETHEUS_PORT}{path}{query}", timeout=10) as response:
+        return json.load(response)
+
+
+def firing(name: str, state: str | None = None) -> list[dict[str, Any]]:
+    return [a for a in prometheus_api("/api/v1/alerts")["data"]["alerts"] if a["labels"]["alertname"] == name
+            and (state is None or a["state"] == state)]
+
+
+def gauge(text: str, name: str) -> float:
+    """The largest series of a gauge in a scrape."""
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith((f"sglang:{name}{{", f"sglang:{name} "))]
+    assert values, f"no sglang:{name} in the scrape"
+    return max(values)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    out = tmp_path_factory.mktemp("monitoring")
+    extra = [arg for key, value in SCALED.items() for arg in ("-e", f"{key}={value}")]
+    rc, output, _seconds = run_playbook("playbooks/prometheus.yml", "-e", f"sglang_monitoring_output_dir={out}",
+                                        *extra)
+    assert rc == 0, why(output)
+    (out / "prometheus.yml").write_text(PROMETHEUS_CONFIG % {"here": PROMETHEUS_HOME})
+    binary = shutil.which("prometheus")
+    assert binary, "prometheus is missing: scripts/setup.sh installs Debian's prometheus package"
+    on(ROUTER).check_output(f"mkdir -p {PROMETHEUS_HOME}")
+    for path in [Path(binary), *out.iterdir()]:
+        subprocess.run(["docker", "cp", str(path), f"{ROUTER}:{PROMETHEUS_HOME}/{path.name}"], check=True)
+    on(ROUTER).check_output(
+        f"systemd-run --unit=sglang-test-prometheus --collect {PROMETHEUS_HOME}/prometheus "
+        f"--config.file={PROMETHEUS_HOME}/prometheus.yml --storage.tsdb.path={PROMETHEUS_HOME}/data "
+        f"--web.listen-address=0.0.0.0:{PROMETHEUS_PORT}")
+    try:
+        wait_for("every target up", lambda: sorted(t["health"] for t in prometheus_api("/api/v1/targets")["data"]
+                                                   ["activeTargets"]) == ["up"] * 3)
+        yield out
+    finally:
+        on(ROUTER).run("systemctl stop sglang-test-prometheus")
+        on(ROUTER).run(f"rm -rf {PROMETHEUS_HOME}")
+
+
+def test_7_prometheus_fires_on_a_real_saturation_and_clears(host: Any, prometheus: Path) -> None:
+    name = WORKERS[1]
+    # The steady fleet: every rule evaluated several times on the real series, nothing pending or firing.
+    start = float(prometheus_api("/api/v1/query", query="time()")["data"]["result"][1])
+    wait_for("six evaluations", lambda: float(prometheus_api("/api/v1/query", query="time()")["data"]["result"][1])
+             > start + 6)
+    assert prometheus_api("/api/v1/alerts")["data"]["alerts"] == []
+    scrape = http(name, "/metrics").decode()
+    record("metrics-0.5.23-cpu.txt", scrape)
+    pool = int(gauge(scrape, "max_total_num_tokens"))
+    # Eight requests of 900 prompt tokens and 200 more to generate want twice the 4,096-token pool: SGLang admits
+    # what fits (three) and queues the rest, and the prompts fill the pool as soon as they are prefilled. Once the
+    # scrape shows it saturated, the engine is held in place, so the state lasts until Prometheus has seen it for
+    # the rule's 2 s however fast or slow this machine computes; then the requests go on and end.
+    # Each prompt its own tokens: the radix cache would share a common prefix, and the pool would not fill.
+    bodies = [{"input_ids": [3 + (index * 61 + position) % 500 for position in range(900)],
+               "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}} for index in range(8)]
+    requests = [threading.Thread(target=http, args=(name, "/generate", body, 600), daemon=True) for body in bodies]
+    began = time.time()
+    for thread in requests:
+        thread.start()
+
+    def saturated() -> bool:
+        text = http(name, "/metrics").decode()
+        return gauge(text, "token_usage") > 0.5 and gauge(text, "num_queue_reqs") > 2
+
+    wait_for("a saturated pool with requests queued", saturated, 300)
+    http(name, "/pause_generation", {"mode": "in_place"})
+    try:
+        fired = wait_for("SGLangKVCacheSaturated firing", lambda: firing("SGLangKVCacheSaturated", "firing"), 120)
+        fired_after = time.time() - began
+    finally:
+        http(name, "/continue_generation", {})
+    assert fired[0]["labels"]["sglang_host"] == name, fired
+    for thread in requests:
+        thread.join(600)
+    wait_for("SGLangKVCacheSaturated to clear", lambda: not firing("SGLangKVCacheSaturated"), 120)
+    cleared_after = time.time() - began
+    print(f"MEASURED engine drill 7 Prometheus: sglang {version(name)} (server_info); 8 requests of 900 + 200 "
+          f"tokens against a {pool}-token pool: SGLangKVCacheSaturated fired {fired_after:.1f} s after they began "
+          f"(value {fired[0]['value']}) and cleared {cleared_after:.1f} s after, once they ended; the steady fleet "
+          "fired nothing")
+
+
+# --- 8. calibration from the real log ----------------------------------------------------------------------------
+
+def test_8_the_plan_calibrates_from_the_real_log_and_refuses_another_models(host: Any, tmp_path: Path) -> None:
+    name = WORKERS[0]
+    real = tmp_path / "real-start.log"
+    real.write_text(invocation_log(name, invocation(name)))
+    plan = tmp_path / "plan.json"
+    # plan.yml reads no host: the inventory describes it (group_vars/sglang_workers.yml), and the free memory,
+    # which the deploy reads on the host, is given as an operator would write it down.
+    available = int(on(name).check_output("awk '/^MemAvailable:/ {print $2}' /proc/meminfo")) // 2**20
+    host = ["-e", f"sglang_host_memory_available_gb={available}"]
+    rc, out, _seconds = run_playbook("playbooks/plan.yml", "--limit", name, "-e", f"sglang_startup_log={real}",
+                                     "-e", f"plan_json={plan}", *host,
+                                     *with_args(**{"schedule-conservativeness": 0.9}))
+    assert rc == 0, why(out)
+    result = json.loads(plan.read_text())[name]
+    served = server_info(name)
+    assert result["calibrated"] is True, result
+    assert result["device_kv_tokens"] == served["max_total_num_tokens"], (result, served["max_total_num_tokens"])
+    other = PROJECT / "tests/fixtures/sglang-logs/startup-0.5.23.log"
+    rc, refused, _seconds = run_playbook("playbooks/plan.yml", "--limit", name, "-e", f"sglang_startup_log={other}",
+                                         *host)
+    assert rc != 0, "a log of another model was accepted:\n" + why(refused)
+    assert ("is not a start of this configuration (the model: the log loaded KimiK25ForConditionalGeneration, the "
+            "plan is for LlamaForCausalLM") in refused, why(refused)
+    print(f"MEASURED engine drill 8 calibration: sglang {served['version']} (server_info); plan.yml with the real "
+          f"log: calibrated {result['calibrated']}, {result['device_kv_tokens']} KV tokens = the server's own "
+          f"max_total_num_tokens {served['max_total_num_tokens']}; a Kimi-K2.5 log refused, naming the model")
+
+
+# --- what the real server gave, against the fixtures the simulator is held to ------------------------------------
+
+def families(scrape: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """Metric family -> (type, label names) of a Prometheus text scrape."""
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", scrape, re.M))
+    labels: dict[str, set[str]] = {}
+    for sample, inner in re.findall(r"^([^#\s{]+)\{([^}]*)\}", scrape, re.M):
+        family = next((f for f in types if sample == f or sample.startswith(f + "_")), sample)
+        labels.setdefault(family, set()).update(re.findall(r'(\w+)="', inner))
+    return {family: (kind, frozenset(labels.get(family, set()) - {"le", "quantile"})) for family, kind in types.items()}
+
+
+# What the package reads of SGLang's /metrics (alert rules, dashboard, status, the drain): in every scrape.
+READ = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:num_used_tokens",
+        "sglang:max_total_num_tokens", "sglang:gen_throughput", "sglang:cache_hit_rate")
+
+
+def test_the_recorded_engine_matches_the_committed_fixtures(host: Any) -> None:
+    """The fixtures were recorded from this scenario; a new SGLang build or a changed stack shows here first. A
+    family that only a kind of request creates (streaming's inter-token latency) may be missing from a scrape."""
+    live, fixed = (RECORDED / "metrics-0.5.23-cpu.txt").read_text(), (FIXTURES / "metrics-0.5.23-cpu.txt").read_text()
+    refresh = "refresh: cp .cache/engine-recorded/* tests/fixtures/sglang-engine/ (see its README.md)"
+    found, recorded = families(live), families(fixed)
+    lacking = sorted(set(found) - set(recorded))
+    assert not lacking, f"families the fixture lacks: {lacking}; {refresh}"
+    assert {name: found[name] for name in found} == {name: recorded[name] for name in found}, refresh
+    assert set(READ) <= set(found) & set(recorded)
+    markers = ("Load weight begin", "Load weight end", "KV Cache is allocated", "max_total_num_tokens=",
+               "server_args={", "The server is fired up and ready to roll!")
+    for path in ("startup-0.5.23-cpu.log",):
+        for marker in markers:
+            assert marker in (RECORDED / path).read_text() and marker in (FIXTURES / path).read_text(), marker
