@@ -89,7 +89,9 @@ checks:
   sample: [{"check": "interpreter", "ok": true, "detail": "/opt/sglang/0.5.23/venv/bin/python 3.12.3"}]
   contains:
     check:
-      description: Name of the check (interpreter, writable, model, toolchain, flashinfer, cuda, triton, nccl, nvml; cpu instead of the last four for a server started with --device cpu).
+      description:
+        - Name of the check (interpreter, writable, model, toolchain, flashinfer, cuda, triton, nccl, nvml).
+        - A server started with C(--device cpu) has the check C(cpu) instead of the last four.
       type: str
       sample: cuda
     ok:
