@@ -82,8 +82,8 @@ def test_slow_exit_fault_delays_the_exit_after_the_drain(launch: LaunchFn, model
     log = server.stderr
     # The drain ends as SGLang's does: the last count is 0, the release (the fault's seconds), uvicorn's shutdown.
     assert log.count("Gracefully exiting... Remaining number of requests") == 1
-    assert log.index("SIGTERM received") < log.index("Remaining number of requests 0. Remaining requests "
-                                                      "remaining_rids=[].") < log.index("INFO:     Shutting down")
+    last_count = log.index("Remaining number of requests 0. Remaining requests remaining_rids=[].")
+    assert log.index("SIGTERM received") < last_count < log.index("INFO:     Shutting down")
 
 
 def test_force_shutdown_skips_the_drain(launch: LaunchFn, model_dir: Path) -> None:

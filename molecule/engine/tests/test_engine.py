@@ -159,10 +159,11 @@ def systemd_lines(name: str, invocation_id: str) -> list[tuple[float, str]]:
 
 
 def record(name: str, text: str) -> Path:
-    """Keep what the real server gave (.cache/engine-recorded/), for the fixtures' comparison and a refresh."""
+    """Keep what the real server gave (.cache/engine-recorded/), for the fixtures' comparison and a refresh; the
+    tqdm bar's redraws (split by \\r) on lines of their own, as the fixtures keep them."""
     RECORDED.mkdir(parents=True, exist_ok=True)
     path = RECORDED / name
-    path.write_text(text)
+    path.write_text(text.replace("\r\n", "\n").replace("\r", "\n"))
     return path
 
 

@@ -104,7 +104,7 @@ def safetensors() -> bytes:
         count = 1
         for size in shape:
             count *= size
-        values = [1.0] * count if name.endswith("norm.weight") else [rng.gauss(0.0, 0.02) for _ in range(count)]
+        values = [1.0] * count if name.endswith("norm.weight") else [rng.gauss(0.0, 0.02) for _index in range(count)]
         data = bf16(values)
         header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [len(payload), len(payload) + len(data)]}
         payload += data

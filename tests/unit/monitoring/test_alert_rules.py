@@ -58,7 +58,7 @@ def series(metric: str, values: str, **labels_: str) -> dict[str, str]:
 
 
 def server_series(metric: str, host: str, values: str, rank: int = 0) -> dict[str, str]:
-    return series(metric, values, **labels(host, **dict(SCHEDULER, tp_rank=str(rank))))
+    return series(metric, values, **labels(host, **{**SCHEDULER, "tp_rank": str(rank)}))
 
 
 def every_rank(metric: str, host: str, values: str) -> list[dict[str, str]]:

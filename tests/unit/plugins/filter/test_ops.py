@@ -186,8 +186,9 @@ def test_counters_and_other_gauges_are_aggregated_as_what_they_are() -> None:
 def test_the_drain_waits_for_the_server_total_of_requests() -> None:
     """drain.yml: ``metrics(['num_running_reqs', 'num_queue_reqs']).values() | sum == 0``."""
     idle = dict(LOGGED, num_running_reqs=0, num_queue_reqs=0)
-    for page in (scrape(logged_by=range(8), logged=idle), scrape(logged_by=range(1), logged=idle,
-                                                                   priorities={"0": 0, "10": 0})):
+    pages = (scrape(logged_by=range(8), logged=idle),
+             scrape(logged_by=range(1), logged=idle, priorities={"0": 0, "10": 0}))
+    for page in pages:
         assert sum(ops.metrics(page, ["num_running_reqs", "num_queue_reqs"]).values()) == 0
     busy = ops.metrics(scrape(logged_by=range(8), priorities={"0": 60, "10": 40}),
                        ["num_running_reqs", "num_queue_reqs"])
