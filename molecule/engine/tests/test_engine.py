@@ -202,29 +202,31 @@ def test_1_the_first_deploy_waits_on_the_real_startup_log(host: Any) -> None:
                               f"destroy, create and prepare); deployed already: {sorted(set(WORKERS) - set(fresh))}")
     rc, out, seconds = deploy()
     assert rc == 0, why(out)
-    returned = task_start(out, "sglang_service : Report readiness")  # the wait's own task ended here
+    # The fixtures' start: the first server's log once it has answered what the simulator's fidelity test asks of
+    # it (tests/simulator/test_sim_fidelity.py replays the requests of the recording).
+    exercise(WORKERS[0])
+    record("startup-0.5.23-cpu.log", invocation_log(WORKERS[0], invocation(WORKERS[0])))
+    record("server-info-0.5.23-cpu.json", json.dumps(server_info(WORKERS[0]), indent=4, sort_keys=True) + "\n")
+    returned = task_start(out, "sglang_service : Report readiness")  # the play's wait task ended here
     for name in WORKERS:
         observed = json.loads(on(name).file(OBSERVED).content_string)
         phases = [phase["phase"] for phase in observed["phases"]]
         assert [phase for phase in phases if phase in REAL_PHASES] == REAL_PHASES, phases
         ready_at = first_200(name, observed["invocation_id"])
+        # The waiter writes what the start measured once it has its 200, and returns: the file's time is its end.
+        waited = float(on(name).check_output(f"stat -c %.9Y {OBSERVED}")) - ready_at
         log = invocation_log(name, observed["invocation_id"])
-        lag = returned - ready_at
         print(f"MEASURED engine drill 1 first deploy on {name}: sglang {version(name)} (server_info); deploy "
               f"{seconds:.0f} s wall (install included); ready {observed['ready_after_s']} s after the restart "
               f"(load {observed['load']['total_s']} s from the process's start); phases from the real log "
-              f"{[(p['phase'], p['at_s']) for p in observed['phases']]}; the wait's task returned {lag:+.1f} s "
-              f"after the first 200 from /health_generate (the profile line's whole second: +-1 s)")
+              f"{[(p['phase'], p['at_s']) for p in observed['phases']]}; the readiness wait returned {waited:.2f} s "
+              f"after the server's first 200 from /health_generate, and the play's task that polls it "
+              f"{returned - ready_at:+.1f} s after (its poll interval and the machine's load; whole seconds)")
         # The waiter is the only client of /health_generate before the server joins the router: its own first
-        # 200 ends its wait, and the play polls it every sglang_service_progress_interval (1 s here).
-        assert -1.0 <= lag <= 5.0, f"the wait returned {lag:.1f} s after the first 200 (allowed: within 5 s)"
+        # 200 ends its wait at once. (The play asks the detached waiter how it is every
+        # sglang_service_progress_interval; how soon that poll comes back is Ansible's and the machine's.)
+        assert 0 <= waited <= 5.0, f"the readiness wait returned {waited:.1f} s after the first 200 (allowed: 5 s)"
         assert log.count("The server is fired up and ready to roll!") == 1
-    # The fixtures' start: the first server's log once it has answered what the simulator's fidelity test asks of
-    # it (tests/simulator/test_sim_fidelity.py replays the requests of the recording).
-    name = WORKERS[0]
-    exercise(name)
-    record("startup-0.5.23-cpu.log", invocation_log(name, invocation(name)))
-    record("server-info-0.5.23-cpu.json", json.dumps(server_info(name), indent=4, sort_keys=True) + "\n")
 
 
 def exercise(name: str) -> None:
