@@ -9,12 +9,14 @@ import hashlib
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.module_utils import _load, _prometheus
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_quote import exec_argv
 
 DOCUMENTATION = r"""
 name: rollout_batches
@@ -25,10 +27,20 @@ description:
   - C(sglang.deploy.rollout_plan) says which servers restart in which batch, and which are left alone; with
     C(why) (host -> reasons), what changes on each and whether it reboots.
   - "C(sglang.deploy.restart_plan) decides what a host's rolling batch does before anything changes,
-    C(drift | restart_plan(active_state, driver_plan, pending_reboot, reboot_pending, container_reboots)), and
-    returns C(restart), C(driver), C(reboot), C(why) and C(files): a restart for new files or a stopped unit;
-    for a serving host, a driver change (or a running driver other than the pin) made in the batch with a
-    reboot, and a pending reboot when allowed."
+    C(drift | restart_plan(active_state, driver_plan, pending_reboot, reboot_pending, container_reboots, running,
+    unit_text)), and returns C(restart), C(driver), C(reboot), C(why), C(files) and C(stale): a restart for new
+    files, a stopped unit, or a running server not started from the files on disk (C(running), what
+    sglang_service_state read of it, against C(unit_text), the unit as it renders now: its argv, a unit file
+    systemd has not loaded, a file changed after it started; C(stale) lists why); C(rejoin) for a server started
+    from its files that is still loading (C(running.listening) false), to wait for before draining another; for a
+    serving host, a driver
+    change (or a running driver other than the pin) made in the batch with a reboot, and a pending reboot when
+    allowed."
+  - C(sglang.deploy.stale_process) gives those reasons alone, C(running | stale_process(unit_text)), for status.yml.
+  - "C(sglang.deploy.restart_decision) is restart_plan over the server's files as rendered now and as read on
+    the host, in one pass, C(rendered | restart_decision(files, deployed, driver_plan, reboot_pending,
+    container_reboots)): C(rendered) the texts of C(files) (the unit first), C(deployed) what
+    sglang_service_state read (files, unit, running, reboot)."
   - C(sglang.deploy.metrics) reads SGLang's C(/metrics) into one number per name, each aggregated as what it
     is - by default the gauges the status table shows, or the names given. A per-rank gauge (pool sizes, usage
     shares, the start-up constants every TP rank writes) is the largest rank's, not their sum; a queue or
@@ -137,6 +149,10 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
     kept = [_with_reasons(host, reasons) for host in groups.get("sglang_workers", [])
             if host in set(groups.get(others, []))]
     alone = f"{left}, not drained: {', '.join(kept)}." if kept else ""
+    waited = [host for host in groups.get("sglang_workers", []) if host in set(groups.get("sglang_rollout_rejoin", []))]
+    if waited:  # started by an earlier run and still loading: out of service until ready, so before any batch
+        alone = (f"Waited for first, then back in the routers (an earlier run started them; still loading): "
+                 f"{', '.join(waited)}. " + alone).strip()
     if not units:
         return f"{title}: no server {action}s. " + alone
     hosts = [_with_reasons(host, reasons) for unit in units for host in unit]
@@ -156,8 +172,39 @@ def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:
     return f"{host} ({'; '.join(reasons[host])})" if reasons.get(host) else host
 
 
+def stale_process(running: Any, unit_text: Any = None) -> list[str]:
+    """Why the running server (sglang_service_state's ``running``: pid, argv, need_daemon_reload,
+    changed_after_start) was not started from the files now on disk, given the unit as it renders now (whose
+    ExecStart it should run); empty when it was, or when nothing runs. A process whose argv is not the server's
+    launch (unreadable, or rewritten) is judged by the other evidence only."""
+    if not isinstance(running, dict) or not running.get("pid"):
+        return []
+    reasons = []
+    if running.get("need_daemon_reload"):
+        reasons.append("systemd still runs an older version of its unit file (NeedDaemonReload=yes)")
+    argv, wanted = running.get("argv"), exec_argv(str(unit_text)) if unit_text else None
+    if isinstance(argv, list) and wanted and "sglang.launch_server" in argv and argv != wanted:
+        reasons.append(f"the running server (PID {running['pid']}) was started with {_argv_difference(argv, wanted)}")
+    changed = [os.path.basename(str(path)) for path in running.get("changed_after_start") or []]
+    if changed:
+        reasons.append(f"the running server (PID {running['pid']}) started before {', '.join(changed)} changed")
+    return reasons
+
+
+def _argv_difference(running: list[str], wanted: list[str]) -> str:
+    """The first words where two argvs part, as "`--x 2.0`, its unit says `--x 3.0`"."""
+    shorter = min(len(running), len(wanted))
+    index = next((i for i in range(shorter) if running[i] != wanted[i]), shorter)
+    start = index - 1 if index > 0 and wanted[index - 1].startswith("--") else index
+
+    def words(argv: list[str]) -> str:
+        return shlex.join(argv[start:start + 2]) or "nothing more"
+
+    return f"`{words(running)}`, its unit says `{words(wanted)}`"
+
+
 def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None, reboot_pending: bool = False,
-                 container_reboots: bool = False) -> dict:
+                 container_reboots: bool = False, running: Any = None, unit_text: Any = None) -> dict:
     """What this host's rolling batch does, decided before anything changes anywhere:
     `{restart, driver, reboot, why}`. It restarts when its files would change (`drift`, their paths) or its
     unit is not running (`state`, the unit's ActiveState). While it serves, a driver change (`driver`, the
@@ -170,6 +217,10 @@ def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None,
     drift, driver, pending = list(drift or []), dict(driver or {}), dict(reboot or {})
     serving = state in ("active", "activating", "reloading")
     why = [f"new {', '.join(os.path.basename(path) for path in drift)}"] if drift else []
+    # The files may be as the repository renders them while the process predates them: a run that died
+    # between writing them and restarting.
+    stale = stale_process(running, unit_text) if serving and not drift else []
+    why += stale
     if not serving:
         why.append(f"{state or 'unknown'}: will be started")
     note = _driver_change(driver)
@@ -177,6 +228,12 @@ def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None,
              if driver.get("reboot_policy") == "never" else "a container that cannot reboot"
              if driver.get("container") and not container_reboots else "")
     rolled = bool(note) and not stays
+    # A server an earlier run restarted that has not opened its port yet is loading: it is out of service, so it
+    # is waited for (and put back in the routers) before any other server is drained.
+    loading = serving and not drift and not stale and isinstance(running, dict) and running.get("listening") is False
+    if loading:
+        why.append("still loading, started by an earlier run (its port is not open yet): waited for before any "
+                   "other server is drained, then put back in the routers")
     if note:
         why.append(note + (f", in place ({stays})" if stays else ""))
     if pending.get("required"):
@@ -186,8 +243,19 @@ def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None,
     reboots = rolled or (serving and bool(pending.get("required")) and bool(reboot_pending))
     if reboots:
         why.append("REBOOTS")
-    return {"restart": bool(drift) or not serving or reboots, "driver": rolled, "reboot": reboots, "why": why,
-            "files": drift}
+    restart = bool(drift) or bool(stale) or not serving or reboots
+    return {"restart": restart, "rejoin": loading and not restart, "driver": rolled, "reboot": reboots, "why": why,
+            "files": drift, "stale": stale}
+
+
+def restart_decision(rendered: Any, files: Any, deployed: Any, driver: Any = None, reboot_pending: bool = False,
+                     container_reboots: bool = False) -> dict:
+    """restart_plan of one host from its files as they render now (``rendered``, in the order of ``files``, the
+    unit first) and as sglang_service_state read them and the unit (``deployed``)."""
+    rendered, deployed = list(rendered or []), dict(deployed or {})
+    drift = drifted_files(files, rendered, deployed.get("files") or {})
+    return restart_plan(drift, (deployed.get("unit") or {}).get("ActiveState"), driver, deployed.get("reboot"),
+                        reboot_pending, container_reboots, deployed.get("running"), rendered[0] if rendered else None)
 
 
 def _driver_change(driver: dict[str, Any]) -> str:
@@ -286,6 +354,8 @@ def _row_metrics(row: dict[str, Any]) -> dict[str, float]:
 
 def status_table(rows: Any) -> str:
     """status.yml's table, one line per server; a row's metrics are parsed gauges or the /metrics text.
+    "config" is DRIFT when the deployed files differ from what the repository renders, STALE when they do not
+    but the running server was not started from them (its reasons follow the table), else "in sync".
     "KV pool planned" ends in "*" when the plan is calibrated from the last start; "weights read" is the
     last load's rate, "disk reads" the disk's sequential rate, and "at disk rate" the weights' size over it."""
     head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
@@ -301,9 +371,15 @@ def status_table(rows: Any) -> str:
         planned = _tokens(row.get("kv_tokens_planned")) + ("*" if _true(row.get("plan_calibrated")) else " ")
         lines.append(f"{row['host']:<24} {row['state']:<16} {'ok' if row['healthy'] else str(row['health']):<7}"
                      f" {uptime // 3600:>4}h{uptime % 3600 // 60:02d}m {row['restarts']:>8} {row['version']!s:<12}"
-                     f" {'DRIFT' if row['drift'] else 'in sync':<8} {kv:>8} {host_used:>13}"
+                     f" {_config(row):<8} {kv:>8} {host_used:>13}"
                      f" {planned:>16} {_tokens(row.get('kv_tokens_observed')):>13} {_load_columns(row)}")
+    lines += [f"{row['host']}: STALE: {reason}" for row in rows or [] if not row.get("drift")
+              for reason in row.get("stale") or []]
     return "\n".join(lines)
+
+
+def _config(row: dict[str, Any]) -> str:
+    return "DRIFT" if row.get("drift") else "STALE" if row.get("stale") else "in sync"
 
 
 def _true(value: Any) -> bool:
@@ -478,7 +554,7 @@ def dd_rate(stderr: Any) -> float | None:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan, "restart_plan": restart_plan,
-                "metrics": metrics,
+                "stale_process": stale_process, "restart_decision": restart_decision, "metrics": metrics,
                 "drifted_files": drifted_files, "status_table": status_table, "probe_line": probe_line,
                 "apt_missing": apt_missing, "files_to_copy": files_to_copy, "load_budget": load_budget,
                 "load_summary": load_summary, "dd_rate": dd_rate, "stamp_digest": stamp_digest,

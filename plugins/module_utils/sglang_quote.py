@@ -1,7 +1,8 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Quoting for systemd: ExecStart words and EnvironmentFile lines. The templates call these through
-the config filters and build no quoting of their own."""
+the config filters and build no quoting of their own. ``exec_words`` and ``exec_argv`` read an ExecStart back
+as systemd does, to compare a unit with the argv of the process it started."""
 
 from __future__ import annotations
 
@@ -58,3 +59,56 @@ def unit_text(text: str) -> str:
     if index is not None:
         raise ValueError(f"{text!r} contains the control character {text[index]!r}")
     return text.replace("%", "%%")
+
+
+# ExecStart= words as systemd's extract_first_word() splits them (src/basic/extract-word.c: whitespace separates,
+# quotes group, C escapes), then %% -> % (unit_full_printf) and $$ -> $ (replace_env_argv).
+_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " "}
+# What systemd would fill in at start, which a reader of the file cannot: a %-specifier other than %%, and a
+# $NAME or ${NAME} expansion (not $$).
+_UNKNOWABLE = re.compile(r"%[^%]|(?<!\$)\$(?:\{|[A-Za-z_])")
+
+
+def exec_words(value: str) -> list[str]:
+    """The argv systemd runs for an ExecStart= value (without its prefixes), for values without specifiers or
+    variables (see exec_argv)."""
+    words, i, n = [], 0, len(value)
+    while i < n:
+        while i < n and value[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word, quote = "", None
+        while i < n and (quote or value[i] not in " \t"):
+            char = value[i]
+            if char == "\\" and i + 1 < n:
+                word, i = word + _C_ESCAPES.get(value[i + 1], "\\" + value[i + 1]), i + 2
+            elif quote and char == quote:
+                quote, i = None, i + 1
+            elif not quote and char in "\"'":
+                quote, i = char, i + 1
+            else:
+                word, i = word + char, i + 1
+        words.append(word.replace("%%", "%").replace("$$", "$"))
+    return words
+
+
+def exec_argv(unit: str) -> list[str] | None:
+    """The argv the unit's ExecStart= runs, continuation lines joined; None when the unit has no single
+    ExecStart= or systemd would fill in part of it at start (a specifier, an environment variable)."""
+    values, pending, section = [], "", ""
+    # Lines end at \n (a raw \r or NUL would end one too; systemd_quote escapes \r, and no argv word holds a NUL),
+    # and lose only systemd's whitespace, " \t\r"; a form feed stays in its word.
+    for raw in unit.split("\n"):
+        line = pending + raw.strip(" \t\r") if pending else raw.strip(" \t\r")
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = ""
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "Service" and line.startswith("ExecStart="):
+            values.append(line.split("=", 1)[1].lstrip("-@:+!|"))
+    if len(values) != 1 or _UNKNOWABLE.search(values[0].replace("%%", "").replace("$$", "")):
+        return None
+    return exec_words(values[0])

@@ -192,9 +192,21 @@ deployed:
       sample: {"/etc/systemd/system/sglang-kimi.service": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33",
                "/etc/sglang/kimi.env": null}
     unit:
-      description: The unit's C(LoadState) and C(ActiveState), as C(systemctl show) gives them.
+      description:
+        - The unit's C(LoadState), C(ActiveState), C(MainPID), C(ExecMainStartTimestampMonotonic) and
+          C(NeedDaemonReload), as C(systemctl show) gives them.
       type: dict
-      sample: {"LoadState": "loaded", "ActiveState": "active"}
+      sample: {"LoadState": "loaded", "ActiveState": "active", "MainPID": "48213",
+               "ExecMainStartTimestampMonotonic": "2134567890", "NeedDaemonReload": "no"}
+    running:
+      description:
+        - What the running server was started from (see RV(sglang.deploy.sglang_service_state#module:running)), null
+          when no main process runs - its PID, argv, start, C(need_daemon_reload) and C(changed_after_start).
+        - With O(port), also C(listening) - whether the unit's server accepts connections on its port, which SGLang
+          opens only once loaded (a server an earlier run restarted may still be loading).
+      type: dict
+      sample: {"pid": 48213, "argv": ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server"],
+               "started": 1796425664.022, "need_daemon_reload": false, "changed_after_start": []}
     reboot:
       description: Whether a reboot is pending (C(/run/reboot-required)), and the packages that asked for it.
       type: dict
@@ -302,13 +314,15 @@ def unit_properties(module: AnsibleModule, unit: str) -> tuple[dict[str, str], s
         return {}, str(exc)
 
 
-def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit_error: str) -> dict[str, Any]:
-    """What sglang_service_state returns for these files and the unit; fails the module as it does."""
+def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit_error: str,
+             listening: bool | None = None) -> dict[str, Any]:
+    """What sglang_service_state returns for these files and the unit, with whether the server listens on its
+    port yet (SGLang opens it only once loaded); fails the module as sglang_service_state does."""
     if unit_error:
         module.fail_json(msg=f"sglang_host_facts: {unit_error}")
     unit_state = {name: unit.get(name, "") for name in _service_state.UNIT_PROPERTIES}
     try:
-        return _service_state.deployed_state(paths, unit_state)
+        return _service_state.deployed_state(paths, unit_state, listening=listening)
     except OSError as exc:
         module.fail_json(msg=f"sglang_host_facts: {exc.filename}: {exc.strerror}")
 
@@ -423,7 +437,10 @@ def host_facts(module: AnsibleModule, unit: dict[str, str], answers: Answers) ->
     facts["unit_memory_bytes"] = held if held is not None else unit_memory(unit.get("MemoryCurrent", ""))
     facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
     errors = model_facts(facts, p)
-    holder = port_holder(listeners(module, p["port"]), own) if p["port"] else None
+    listening = listeners(module, p["port"]) if p["port"] else ""
+    holder = port_holder(listening, own) if p["port"] else None
+    # The unit's own server listens: SGLang opens its port only once loaded (None: no port asked, nothing known).
+    facts["server_listening"] = (bool(listening) and holder is None and bool(own)) if p["port"] else None
     facts["errors"] = errors + conflicts(p["unit"], p["port"], facts["compute_apps"], holder)
     facts["notes"] = notes
     observed = read_object(p["observed_file"]) if p["observed_file"] else None
@@ -451,8 +468,9 @@ def main() -> None:
     unit, unit_error = unit_properties(module, p["unit"])
     answers = Answers(module, p["nvidia_smi_path"])
     result: dict[str, Any] = {"changed": False, "facts": host_facts(module, unit, answers)}
+    listening = result["facts"].pop("server_listening", None)  # the restart decision's, not the plan's
     if p["deployed_files"] is not None:
-        result["deployed"] = deployed(module, p["deployed_files"], unit, unit_error)
+        result["deployed"] = deployed(module, p["deployed_files"], unit, unit_error, listening)
     if p["stamps"]:
         try:
             stamps = _stamp.read_many(p["stamps"], p["stamps_dir"], answers.stamp_runner())

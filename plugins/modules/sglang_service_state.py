@@ -29,10 +29,12 @@ options:
     elements: path
     default: []
   properties:
-    description: The unit's properties to read.
+    description:
+      - The unit's properties to read. RV(running) needs C(ActiveState) and C(MainPID), and
+        C(ExecMainStartTimestampMonotonic) and C(NeedDaemonReload) for its evidence.
     type: list
     elements: str
-    default: [LoadState, ActiveState]
+    default: [LoadState, ActiveState, MainPID, ExecMainStartTimestampMonotonic, NeedDaemonReload]
   reboot_required_file:
     description: The flag a kernel or driver update leaves for a pending reboot (Debian's and Ubuntu's).
     type: path
@@ -71,6 +73,44 @@ unit:
       type: str
       returned: when in O(properties)
       sample: active
+running:
+  description:
+    - What the running server was started from, null when the unit has no running main process. The restart
+      decision and status.yml compare it with the files on disk, since a deploy that died between writing them
+      and restarting the server leaves the old process serving under the new files.
+  type: dict
+  returned: always
+  contains:
+    pid:
+      description: The main process (systemd's C(MainPID)).
+      type: int
+      sample: 48213
+    argv:
+      description: Its argv as the kernel keeps it (C(/proc/<pid>/cmdline)), null when it cannot be read.
+      type: list
+      elements: str
+      sample: [/opt/sglang/0.5.23/venv/bin/python, -m, sglang.launch_server, --hicache-ratio, "2.0"]
+    started:
+      description: When it started, in seconds of the host's wall clock (from C(ExecMainStartTimestampMonotonic)).
+      type: float
+      sample: 1796425664.022
+    need_daemon_reload:
+      description: systemd has loaded another version of the unit file than the one on disk.
+      type: bool
+      sample: false
+    changed_after_start:
+      description: The O(files) modified after it started (their mtime is later than RV(running.started)).
+      type: list
+      elements: str
+      sample: [/etc/sglang/kimi.env]
+    listening:
+      description:
+        - Whether the server accepts connections on its port; null here (M(sglang.deploy.sglang_host_facts), which
+          knows the port, fills it in).
+      type: bool
+      sample: null
+  sample: {"pid": 48213, "argv": ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server"],
+           "started": 1796425664.022, "need_daemon_reload": false, "changed_after_start": []}
 reboot:
   description: Whether a reboot is pending, and the packages that asked for it.
   type: dict

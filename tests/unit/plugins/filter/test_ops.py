@@ -353,6 +353,8 @@ AT_PIN = dict(DRIVER, installed={"nvidia-driver-cuda": "580.105.08-1", "nvidia-k
 def plan(*args: Any) -> dict[str, Any]:
     result = ops.restart_plan(*args)
     assert result.pop("files") == list(args[0] or [])
+    assert result.pop("stale") == []  # nothing runs in these cases, or nothing says it is older than its files
+    assert result.pop("rejoin") is False
     return result
 
 
@@ -428,3 +430,100 @@ def test_a_driver_change_in_the_batch_always_reboots_it(state: str, installed: s
                   running=running, reboot_policy=policy, container=container)
     result = ops.restart_plan([], state, driver, {"required": pending}, allowed, reboots_container)
     assert not result["driver"] or (result["reboot"] and result["restart"])
+
+
+# --- a running server not started from the files on disk ----------------------------------------------------
+UNIT = ("[Unit]\nDescription=SGLang server kimi\n\n[Service]\nType=simple\n"
+        "ExecStart=/opt/sglang/0.5.23/venv/bin/python -m sglang.launch_server \\\n"
+        "    --model-path /models/kimi-k2.5 \\\n    --hicache-ratio 3.0 \\\n    --served-model-name \"kimi k2.5\"\n"
+        "KillMode=mixed\n")
+ARGV = ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/kimi-k2.5",
+        "--hicache-ratio", "3.0", "--served-model-name", "kimi k2.5"]
+RUNNING = {"pid": 4242, "argv": ARGV, "started": 1796425664.0, "need_daemon_reload": False, "changed_after_start": []}
+
+
+def test_a_server_running_what_its_unit_says_is_left_alone() -> None:
+    assert ops.stale_process(RUNNING, UNIT) == []
+    assert ops.restart_plan([], "active", None, None, False, False, RUNNING, UNIT)["restart"] is False
+
+
+@pytest.mark.parametrize(("running", "why"), [
+    (dict(RUNNING, argv=[*ARGV[:6], "2.0", *ARGV[7:]]),
+     "the running server (PID 4242) was started with `--hicache-ratio 2.0`, its unit says `--hicache-ratio 3.0`"),
+    (dict(RUNNING, argv=ARGV[:7]),
+     "the running server (PID 4242) was started with `nothing more`, its unit says `--served-model-name 'kimi k2.5'`"),
+    (dict(RUNNING, need_daemon_reload=True),
+     "systemd still runs an older version of its unit file (NeedDaemonReload=yes)"),
+    (dict(RUNNING, changed_after_start=["/etc/sglang/kimi.env"]),
+     "the running server (PID 4242) started before kimi.env changed"),
+])
+def test_a_server_started_from_older_files_restarts_and_says_why(running: dict[str, Any], why: str) -> None:
+    """What a deploy that died between writing the files and restarting the server leaves behind: each kind of
+    evidence alone is enough, and the files themselves are in sync (no drift)."""
+    assert ops.stale_process(running, UNIT) == [why]
+    result = ops.restart_plan([], "activating", None, None, False, False, running, UNIT)
+    assert result["restart"] is True and result["stale"] == [why] and result["why"] == [why]
+
+
+@pytest.mark.parametrize("running", [
+    dict(RUNNING, argv=None),                                    # /proc/<pid>/cmdline unreadable
+    dict(RUNNING, argv=["sglang::main"]),                        # a process that rewrote its title
+    dict(RUNNING, pid=0), None,                                  # nothing runs
+])
+def test_an_argv_that_is_no_launch_of_the_server_is_no_evidence(running: dict[str, Any] | None) -> None:
+    assert ops.stale_process(running, UNIT) == []
+
+
+def test_a_unit_systemd_would_fill_in_is_not_compared_by_argv() -> None:
+    """A site template with a specifier or a variable in ExecStart: its argv is known only to systemd."""
+    for text in (UNIT.replace("/models/kimi-k2.5", "/models/%i"), UNIT.replace("3.0", "${RATIO}")):
+        assert ops.stale_process(dict(RUNNING, argv=["x", "sglang.launch_server"]), text) == []
+
+
+def test_new_files_or_a_stopped_unit_need_no_other_evidence() -> None:
+    older = dict(RUNNING, need_daemon_reload=True)
+    files = ["/etc/systemd/system/sglang-kimi.service"]
+    assert ops.restart_plan(files, "active", None, None, False, False, older, UNIT)["stale"] == []
+    assert ops.restart_plan([], "inactive", None, None, False, False, older, UNIT)["stale"] == []
+
+
+def test_the_restart_decision_renders_once_and_reads_the_host_once() -> None:
+    files = [{"dest": "/etc/systemd/system/sglang-kimi.service", "template": "sglang.service.j2"},
+             {"dest": "/etc/sglang/kimi.env", "template": "sglang.env.j2"}]
+    env = 'CUDA_DEVICE_ORDER="PCI_BUS_ID"\n'
+    deployed = {"files": {files[0]["dest"]: hashlib.sha1(UNIT.encode()).hexdigest(),
+                          files[1]["dest"]: hashlib.sha1(env.encode()).hexdigest()},
+                "unit": {"ActiveState": "active"}, "running": dict(RUNNING, argv=[*ARGV[:6], "2.0", *ARGV[7:]]),
+                "reboot": {"required": False}}
+    decided = ops.restart_decision([UNIT, env], files, deployed)
+    assert decided["restart"] and decided["files"] == [] and "--hicache-ratio 2.0" in decided["stale"][0]
+    in_sync = ops.restart_decision([UNIT, env], files, dict(deployed, running=RUNNING))
+    assert in_sync["restart"] is False and in_sync["why"] == []
+    changed = ops.restart_decision([UNIT, env + 'X="1"\n'], files, dict(deployed, running=RUNNING))
+    assert changed["restart"] and changed["files"] == ["/etc/sglang/kimi.env"]
+
+
+def test_the_status_table_says_stale_with_the_reasons() -> None:
+    row = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health": 200, "uptime_s": 60,
+           "restarts": 0, "version": "0.5.23", "drift": [], "stale": ["the running server (PID 1) started before "
+                                                                      "kimi.env changed"], "metrics": {}}
+    table = ops.status_table([row])
+    assert " STALE " in table.splitlines()[2]
+    assert table.splitlines()[-1] == "gpu-node-1: STALE: the running server (PID 1) started before kimi.env changed"
+    assert " in sync " in ops.status_table([dict(row, stale=[])]).splitlines()[2]
+
+
+def test_a_server_an_earlier_run_left_loading_is_waited_for_first() -> None:
+    """Killed after the restart and before ready: the server runs its files (nothing to restart) but has not
+    opened its port; it is out of service, so the rollout waits for it (rejoin) before it drains another."""
+    loading = dict(RUNNING, listening=False)
+    result = ops.restart_plan([], "active", None, None, False, False, loading, UNIT)
+    assert result["restart"] is False and result["rejoin"] is True
+    assert result["why"][0].startswith("still loading, started by an earlier run (its port is not open yet)")
+    for running in (dict(RUNNING, listening=True), dict(RUNNING, listening=None), None):  # serving, or not known
+        assert ops.restart_plan([], "active", None, None, False, False, running, UNIT)["rejoin"] is False
+    # A server that must restart anyway (new files, older process) is not a rejoin.
+    assert ops.restart_plan(["/etc/sglang/kimi.env"], "active", None, None, False, False, loading, UNIT)["rejoin"] \
+        is False
+    older = dict(loading, need_daemon_reload=True)
+    assert ops.restart_plan([], "active", None, None, False, False, older, UNIT)["rejoin"] is False

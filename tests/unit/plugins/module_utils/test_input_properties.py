@@ -23,6 +23,7 @@ from ansible_collections.sglang.deploy.plugins.lookup.variable_problems import R
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_catalog, sglang_config, sglang_inputs
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_quote import (
     env_file_lines,
+    exec_argv,
     systemd_exec_line,
     unit_text,
 )
@@ -97,9 +98,10 @@ def specifiers(value: str) -> str:
 
 
 def unit_directives(text: str) -> list[tuple[str, str]]:
-    """(key, value) of every directive, continuation lines joined as systemd's config parser joins them."""
+    """(key, value) of every directive, continuation lines joined as systemd's config parser joins them. Lines end
+    at \\n (and at a raw \\r or NUL, which the quoting never leaves); a form feed is part of its line."""
     joined = text.replace("\\\n", " ")
-    return [tuple(line.split("=", 1)) for line in joined.splitlines()  # type: ignore[misc]
+    return [tuple(line.split("=", 1)) for line in joined.split("\n")  # type: ignore[misc]
             if line and not line.startswith(("#", "["))]
 
 
@@ -128,6 +130,8 @@ def assert_unit(tmp: Path, description: str, argv: list[str]) -> None:
     assert [key for key, _value in directives] == ["Description", "Type", "ExecStart"]
     assert specifiers(directives[0][1]) == description
     assert systemd_words(directives[2][1]) == PREFIX + argv
+    # The restart decision's own reader (what it compares with a running server's argv) reads it the same.
+    assert exec_argv(unit.read_text()) == PREFIX + argv
     if ANALYZE:
         run = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, check=False)
         assert run.returncode == 0 and not run.stderr.strip(), run.stderr
@@ -158,6 +162,18 @@ def test_extra_arg_value_is_refused_or_parses_to_itself(unit_dir: Path, value: s
         return
     assert_unit(unit_dir, "SGLang server kimi", config["argv"])
     assert sglang_catalog.build_parser(CATALOG).parse_args(config["argv"]).chat_template == value
+
+
+@PROPERTY
+@given(words=st.lists(TEXT.map(lambda text: text.replace("\x00", "")), max_size=6))
+def test_the_restart_decision_reads_any_execstart_the_role_writes_as_systemd_does(words: list[str]) -> None:
+    """exec_argv (sglang_quote; the restart decision compares it with /proc/<MainPID>/cmdline) against this
+    test's reading of systemd's rules, on any words systemd_exec_line quotes: a specifier or $ in a word is
+    escaped, so the argv is always knowable. (No NUL: no argv word can hold one, and systemd ends a line there.)"""
+    unit = ("[Unit]\nDescription=x\n\n[Service]\nType=simple\nExecStart="
+            + systemd_exec_line(PREFIX, [[word] for word in words]) + "\nKillMode=mixed\n")
+    directives = unit_directives(unit)
+    assert exec_argv(unit) == systemd_words(directives[2][1]) == PREFIX + words
 
 
 @PROPERTY

@@ -68,7 +68,8 @@ def test_the_units_control_group_memory_and_state_come_from_one_systemctl_show(c
         "ControlGroup": "/system.slice/sglang-kimi.service", "MemoryCurrent": "1048576", "LoadState": "loaded",
         "ActiveState": "active"}, "")
     assert commands.calls("systemctl") == [
-        ["show", "-p", "ControlGroup,MemoryCurrent,LoadState,ActiveState", "--", "sglang-kimi.service"]]
+        ["show", "-p", "ControlGroup,MemoryCurrent,LoadState,ActiveState,MainPID,ExecMainStartTimestampMonotonic,"
+         "NeedDaemonReload", "--", "sglang-kimi.service"]]
     commands.add("systemctl", stderr="Failed to connect to bus", rc=1)
     properties, error = facts_mod.unit_properties(commands.module, "sglang-kimi.service")
     assert properties == {} and "Failed to connect to bus" in error
@@ -94,10 +95,12 @@ def test_the_deployed_state_comes_with_the_read_as_sglang_service_state_gives_it
                                          "nvidia_smi_path": "nvidia-smi", "deployed_files": files})
     expected = run_module(state_mod.main, {"unit": "sglang-kimi.service", "files": files})
     # (This systemctl stub answers every property whatever -p asks: the unit's state is compared on its own.)
-    compared = ("files", "reboot")
+    compared = ("files", "reboot", "running")
     assert {key: result["deployed"][key] for key in compared} == {key: expected[key] for key in compared}
     assert result["deployed"]["files"] == {str(unit): hashlib.sha1(b"[Service]\n").hexdigest(), str(env): None}
-    assert result["deployed"]["unit"] == {"LoadState": "loaded", "ActiveState": "active"}
+    assert result["deployed"]["unit"] == {"LoadState": "loaded", "ActiveState": "active", "MainPID": "",
+                                          "ExecMainStartTimestampMonotonic": "", "NeedDaemonReload": ""}
+    assert result["deployed"]["running"] is None  # no main process
     without = run_module(facts_mod.main, {"unit": "sglang-kimi.service", "model_path": str(tmp_path),
                                           "nvidia_smi_path": "nvidia-smi"})
     assert "deployed" not in without

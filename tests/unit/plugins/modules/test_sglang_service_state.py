@@ -31,7 +31,9 @@ def test_checksums_and_unit_in_one_call(tmp_path: Path, host: Commands, run_modu
     assert result["changed"] is False
     assert result["files"] == {str(unit): hashlib.sha1(b"[Service]\n").hexdigest(), str(missing): None}
     assert result["unit"] == {"LoadState": "loaded", "ActiveState": "active"}
-    assert host.calls("systemctl") == [["show", "-p", "LoadState,ActiveState", "--", "sglang-kimi.service"]]
+    assert result["running"] is None  # the stub's unit has no MainPID
+    assert host.calls("systemctl") == [["show", "-p", "LoadState,ActiveState,MainPID,ExecMainStartTimestampMonotonic,"
+                                        "NeedDaemonReload", "--", "sglang-kimi.service"]]
 
 
 def test_properties_asked_for(host: Commands, run_module: Runner) -> None:

@@ -1,0 +1,111 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The controller's side of the rollout lease: who this run is, and whether a lease's holder is gone.
+
+A run is its ``ansible-playbook`` process: the outermost process among the caller and its ancestors whose command
+is ``ansible-playbook`` (a worker Ansible forked keeps that command line; the main process is its parent). Its id
+is derived from the controller's boot, the PID and the process's start, so it is the same for every task of one run
+and differs for every other run.
+A lease whose holder ran on this controller's current boot and whose process is gone (or is another process under
+the same PID) is stale. On a controller without /proc (macOS), the run is the caller's parent and a lease's
+holder cannot be checked: only its expiry makes it stale. Standard library only.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import shlex
+import socket
+import time
+import typing as t
+
+PROC = "/proc"
+# Variables whose values a lease's command line must not show (it is written to a host and shown to others).
+SECRET = re.compile(r"(key|token|password|passwd|secret|credential)", re.IGNORECASE)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def boot_id(proc: str = PROC) -> str:
+    return _read(f"{proc}/sys/kernel/random/boot_id").strip()
+
+
+def start_ticks(pid: int, proc: str = PROC) -> str:
+    """The process's start (clock ticks after boot, /proc/<pid>/stat field 22), "" when it does not exist."""
+    stat = _read(f"{proc}/{pid}/stat")
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def argv_of(pid: int, proc: str = PROC) -> list[str]:
+    return [word for word in _read(f"{proc}/{pid}/cmdline").split("\0") if word]
+
+
+def parent_of(pid: int, proc: str = PROC) -> int:
+    fields = _read(f"{proc}/{pid}/stat").rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+
+
+def playbook_process(pid: int | None = None, proc: str = PROC) -> int:
+    """The ansible-playbook process this one runs under: the outermost ancestor (or itself) whose command is
+    ansible-playbook. Ansible's workers are forks of it and keep its command line, so the nearest one would be
+    the worker of this task; else the parent."""
+    current, found = pid or os.getpid(), 0
+    for _depth in range(32):
+        if any(os.path.basename(word) == "ansible-playbook" for word in argv_of(current, proc)[:2]):
+            found = current
+        parent = parent_of(current, proc)
+        if parent <= 1:
+            break
+        current = parent
+    if found:
+        return found
+    return os.getppid() if pid is None else pid
+
+
+def redacted(argv: list[str]) -> str:
+    """The command line, the interpreter left out, and the value of every secret-looking variable replaced."""
+    words = argv[1:] if argv and os.path.basename(argv[0]).startswith("python") else argv
+    shown = [_shown(word) for word in words]
+    return shlex.join([os.path.basename(shown[0]), *shown[1:]] if shown else [])
+
+
+def _shown(word: str) -> str:
+    if "=" in word and SECRET.search(word.split("=", 1)[0]):
+        return word.split("=", 1)[0] + "=<hidden>"
+    if word.lstrip().startswith("{") and SECRET.search(word):
+        return "<extra variables with a secret, hidden>"
+    return word
+
+
+def holder(proc: str = PROC, now: float | None = None) -> dict[str, t.Any]:
+    """Who this run is, as the rollout lease records its holder."""
+    pid = playbook_process(proc=proc)
+    boot, ticks = boot_id(proc), start_ticks(pid, proc)
+    host = socket.gethostname()
+    digest = hashlib.sha256(f"{host} {boot} {pid} {ticks}".encode()).hexdigest()[:16]
+    return {"id": digest, "user": getpass.getuser(), "controller": host, "boot_id": boot, "pid": pid,
+            "pid_start": ticks, "command": redacted(argv_of(pid, proc)) or "ansible-playbook",
+            "started": time.time() if now is None else now}
+
+
+def gone(lease: t.Any, proc: str = PROC) -> dict[str, str]:
+    """{lease id: why} when the lease's holder ran on this controller's current boot and its process is gone;
+    {} when it is alive, ran elsewhere, or cannot be checked here."""
+    if not isinstance(lease, dict) or not lease.get("id") or not lease.get("boot_id"):
+        return {}
+    if lease.get("boot_id") != boot_id(proc) or lease.get("controller") != socket.gethostname():
+        return {}
+    pid = int(lease.get("pid") or 0)
+    if pid > 0 and start_ticks(pid, proc) == str(lease.get("pid_start")):
+        return {}
+    return {str(lease["id"]): f"its holder, PID {pid} on this controller ({lease.get('controller')}), is gone"}
