@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -21,21 +22,70 @@ FAILED_RESULT = re.compile(r"^(?:fatal|failed): \[[^\]]+\].*? => (\{.*\})$", re.
 _last_log: list[Path] = []
 
 
+def _playbook(name: str, extra: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    return ["ansible-playbook", name, "-i", os.path.dirname(INVENTORY), *extra], env
+
+
+def _keep(name: str, argv: list[str], output: str, rc: int | None, seconds: float) -> None:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log = LOGS / f"{len(list(LOGS.glob('*.log'))) + 1:03d}-{Path(name).stem}.log"
+    log.write_text(f"$ {' '.join(argv)}\n{output}")
+    print(f"\n$ {' '.join(argv)}  ->  rc={rc} in {seconds:.1f} s  (output: {log.relative_to(PROJECT)})")
+    _last_log[:] = [log]
+
+
 def run_playbook(name: str, *extra: str) -> tuple[int, str, float]:
     """ansible-playbook NAME -i <scenario inventory> EXTRA...: (rc, stdout+stderr, seconds). Results are
     printed as JSON, so a message stays on one line for the tests to read."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    argv = ["ansible-playbook", name, "-i", os.path.dirname(INVENTORY), *extra]
+    argv, env = _playbook(name, extra)
     started = time.monotonic()
     proc = subprocess.run(argv, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
-    LOGS.mkdir(parents=True, exist_ok=True)
-    log = LOGS / f"{len(list(LOGS.glob('*.log'))) + 1:03d}-{Path(name).stem}.log"
-    log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
-    print(f"\n$ {' '.join(argv)}  ->  rc={proc.returncode} in {seconds:.1f} s  (output: {log.relative_to(PROJECT)})")
-    _last_log[:] = [log]
+    _keep(name, argv, proc.stdout + proc.stderr, proc.returncode, seconds)
     return proc.returncode, proc.stdout + proc.stderr, seconds
+
+
+class Running:
+    """An ansible-playbook run in the background (start_playbook): its output as it comes, its PID, its end."""
+
+    def __init__(self, name: str, *extra: str) -> None:
+        self.name = name
+        self.argv, env = _playbook(name, extra)
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, cwd=PROJECT, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self.ended: float | None = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        """Read the output to its end, then note when the run itself ended (whenever finish() is called)."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+        self.proc.wait()
+        self.ended = time.monotonic()
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def finish(self, timeout: float = 1800) -> tuple[int, str, float]:
+        """Wait for the run's end: (rc, output, seconds to the run's own end, however late this is called); the
+        output is kept as run_playbook keeps it."""
+        rc = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=30)
+        seconds = (self.ended or time.monotonic()) - self.started
+        _keep(self.name, self.argv, self.output, rc, seconds)
+        return rc, self.output, seconds
+
+
+def start_playbook(name: str, *extra: str) -> Running:
+    """ansible-playbook NAME ... in the background, as run_playbook runs it (its PID is ansible-playbook's)."""
+    return Running(name, *extra)
 
 
 def failed_messages(output: str, limit: int = 700) -> list[str]:

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from helpers import wait_for
 from sim_helpers import LaunchFn, alive, children_of, free_port, get_status, port_open, server_args, shards_drawn
 
@@ -49,6 +50,18 @@ def test_hang_at_percent_stops_progress_but_keeps_running(launch: LaunchFn, mode
     assert len(children_of(server.pid)) == 3
 
 
+def test_hold_load_holds_the_weights_until_its_file_exists(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
+    """A drill's "still loading" on cue: the load waits at its first shard (port closed) until the file appears."""
+    release = tmp_path / "release"
+    port = free_port()
+    server = launch(server_args(model_dir, port, tp=1), SGLANG_SIM_FAULT=f"hold_load={release}")
+    wait_for(lambda: "Load weight begin" in server.stderr, 10, what="the weights' load")
+    assert server.running() and not port_open(port) and "Load weight end" not in server.stderr
+    release.touch()
+    server.wait_ready()
+    assert "Load weight end" in server.stderr and port_open(port)
+
+
 def test_fail_warmup_exits_after_the_port_opened(launch: LaunchFn, model_dir: Path) -> None:
     port = free_port()
     server = launch(server_args(model_dir, port, tp=1), SGLANG_SIM_FAULT="fail_warmup", SGLANG_SIM_WARMUP_SECONDS="1")
@@ -69,10 +82,11 @@ def test_crash_after_ready(launch: LaunchFn, model_dir: Path) -> None:
     assert CUDA_ERROR in server.stderr.split("ready to roll!")[1]
 
 
-def test_bad_fault_spec_is_refused(launch: LaunchFn, model_dir: Path) -> None:
-    server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT="explode")
+@pytest.mark.parametrize("spec", ["explode", "hold_load=relative/path"])
+def test_bad_fault_spec_is_refused(launch: LaunchFn, model_dir: Path, spec: str) -> None:
+    server = launch(server_args(model_dir, free_port(), tp=1), SGLANG_SIM_FAULT=spec)
     assert server.wait_exit() == 1
-    assert "SGLANG_SIM_FAULT: cannot use 'explode'" in server.stderr
+    assert f"SGLANG_SIM_FAULT: cannot use {spec!r}" in server.stderr
 
 
 def test_gpu_devices_that_cannot_be_opened_end_the_start_like_torch(launch: LaunchFn, model_dir: Path) -> None:

@@ -36,7 +36,7 @@ SGLANG_SIM_GPU_DEVICES          (unset)   1 = each rank opens /dev/nvidiactl, /d
 SGLANG_SIM_FAULT                (none)    comma-separated faults: crash_at=<pct>,
                                           hang_at=<pct>, fail_warmup, crash_after_ready=<s>,
                                           slow_drain=<s>, slow_exit=<s>,
-                                          exit_code=<n> (default 1)
+                                          exit_code=<n> (default 1), hold_load=<path>
 SGLANG_HEALTH_CHECK_TIMEOUT     20        (real SGLang variable) how long /health waits for
                                           its 1-token generation before answering 503
 SGL_FORCE_SHUTDOWN              (unset)   (real SGLang variable) 1 = SIGTERM exits at the
@@ -52,8 +52,10 @@ bar shows may be a few shards short of it). ``crash_after_ready`` counts from "T
 fired up and ready to roll!". ``slow_drain`` adds its seconds once to every request that is in
 flight after SIGTERM arrived. (A request in flight at SIGTERM is the real server's drill: Molecule's engine
 scenario holds one with SGLang's own /pause_generation until SIGTERM.)
-``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains (or at once with SGL_FORCE_SHUTDOWN),
-take s seconds more, silently: SGLang freeing a large pinned host pool on its way out.
+``hold_load=<path>`` holds the weight load at its first shard until the file <path> exists (a drill's
+deterministic "still loading"). ``slow_exit=<s>`` makes the exit after SIGTERM, once no request remains (or at
+once with SGL_FORCE_SHUTDOWN), take s seconds more, silently: SGLang freeing a large pinned host pool on its way
+out.
 
 The log, /metrics and /server_info follow the real 0.5.23 server; ``tests/simulator/test_sim_fidelity.py`` holds
 them to recordings of it (tests/fixtures/sglang-engine/). Scheduler lines carry " TP<n>" only when tp_size > 1;

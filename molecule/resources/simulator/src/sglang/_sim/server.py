@@ -358,6 +358,8 @@ class Simulator:
         """One bar update per shard (rank 0 of node 0 only: tqdm is disabled on other ranks)."""
         shards = self.model.shards
         progress = logs.Bar(shards) if self.node_rank == 0 else None
+        while self.faults.hold_load and not os.path.exists(self.faults.hold_load):
+            time.sleep(0.1)  # a drill holds the load here until it releases it
         start = time.monotonic()
         for index in range(shards):
             self.fault_at(100.0 * index / shards)

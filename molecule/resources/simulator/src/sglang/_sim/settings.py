@@ -21,6 +21,7 @@ class Faults:
     slow_drain: float = 0.0
     slow_exit: float = 0.0
     exit_code: int = 1
+    hold_load: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ def parse_faults(text: str) -> Faults:
             values[key] = _float({key: raw}, key, 0.0)
         elif key == "exit_code" and raw.strip().lstrip("-").isdigit():
             values[key] = int(raw)
+        elif key == "hold_load" and raw.strip().startswith("/"):
+            values[key] = raw.strip()
         else:
             raise SettingsError(f"SGLANG_SIM_FAULT: cannot use {item!r}")
     return Faults(**values)  # type: ignore[arg-type]
