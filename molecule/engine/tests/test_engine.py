@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+import yaml
 from drill import recap, run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -52,7 +53,8 @@ OBSERVED = "/var/lib/sglang/kimi.observed.json"
 RECORDED = PROJECT / ".cache" / "engine-recorded"
 FIXTURES = PROJECT / "tests" / "fixtures" / "sglang-engine"
 # group_vars/sglang_workers.yml's extra arguments: a drill that changes them gives the whole mapping with -e.
-EXTRA_ARGS: dict[str, Any] = {"device": "cpu", "attention-backend": "torch_native", "max-total-tokens": 4096}
+EXTRA_ARGS: dict[str, Any] = yaml.safe_load((Path(__file__).parents[1] / "group_vars" / "sglang_workers.yml")
+                                            .read_text())["sglang_extra_args"]
 # The phases the readiness wait names from 0.5.23's own lines (plugins/modules/sglang_ready.py PHASES), in order.
 REAL_PHASES = ["initialising torch.distributed", "loading weights", "weights loaded", "allocating KV cache",
                "starting HTTP server", "warming up", "fired up"]
