@@ -127,6 +127,15 @@ for name in flashinfer-python flashinfer-cubin flashinfer-jit-cache; do
   companions+=(--companion "$line")
   [ "$name" = flashinfer-python ] && companions+=(--requires "$line")
 done
+# FlashInfer 0.7.2's jit-cache is a shim that requires one kernel package per GPU architecture, each pinned to its
+# own version (flashinfer/__main__.py, _read_jit_cache_provider_tags): the stand-in shim requires two, and the
+# wheelhouse holds only the sandbox's (sm120f), as an air-gapped site's does; installed with its dependencies, it
+# cannot resolve (role sglang_stack installs the kernel packages with --no-deps).
+jit=$(sed -n 's/^flashinfer-jit-cache==//p' "roles/sglang_stack/files/constraints/sglang-$version.txt")
+companions+=(--companion "flashinfer-jit-cache-sm120f==$jit")
+for tag in sm100a sm120f; do
+  companions+=(--companion-requires "flashinfer-jit-cache=flashinfer-jit-cache-$tag==$jit")
+done
 python3 molecule/resources/simulator/build_wheel.py --version "$version" --out .cache/wheelhouse "${companions[@]}"
 if ! ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \

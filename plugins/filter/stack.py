@@ -28,12 +28,24 @@ options:
     type: list
     elements: str
     default: []
+  not_installed:
+    description:
+      - A regular expression of package names (lower case, C(-) separated) that are not problems when reported as
+        not installed, such as FlashInfer's kernel packages of other GPUs, which its jit-cache shim requires.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
 - name: Decide whether to install
   ansible.builtin.set_fact:
     unmet: "{{ (check.stdout_lines + check.stderr_lines) | sglang.deploy.unmet_requirements(['sgl-deep-ep']) }}"
+
+- name: The same, the jit-cache shim's kernel packages of other GPUs not being problems
+  ansible.builtin.set_fact:
+    unmet: >-
+      {{ (check.stdout_lines + check.stderr_lines)
+         | sglang.deploy.unmet_requirements([], '^flashinfer-jit-cache-sm[0-9]+[a-z]?$') }}
 """
 
 RETURN = r"""
@@ -57,15 +69,23 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def unmet_requirements(lines: Any, excludes: Any = None) -> list[str]:
-    """`(out.stdout_lines + out.stderr_lines) | sglang.deploy.unmet_requirements(sglang_stack_excludes)`."""
+def unmet_requirements(lines: Any, excludes: Any = None, not_installed: str = "") -> list[str]:
+    """`(out.stdout_lines + out.stderr_lines) | sglang.deploy.unmet_requirements(sglang_stack_excludes, pattern)`:
+    the lines of uv pip check that are problems. A missing requirement is none when it is one of excludes (left
+    out on purpose), or its name matches the regular expression not_installed (FlashInfer's kernel packages of
+    other GPUs, which the jit-cache shim requires and the host does not install)."""
     if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
         raise AnsibleFilterError(f"unmet_requirements: expected the lines of uv pip check, got {lines!r}")
     left_out = {canonical(str(name)) for name in excludes or []}
+    try:
+        other = re.compile(str(not_installed)) if not_installed else None
+    except re.error as error:
+        raise AnsibleFilterError(f"unmet_requirements: not_installed is not a regular expression: {error}") from error
     problems = []
     for line in (line.strip() for line in lines):
         missing = _MISSING.match(line)
-        if not line or _INFORMATIONAL.match(line) or (missing and canonical(missing.group("name")) in left_out):
+        name = canonical(missing.group("name")) if missing else ""
+        if not line or _INFORMATIONAL.match(line) or (missing and (name in left_out or (other and other.match(name)))):
             continue
         problems.append(line)
     return problems

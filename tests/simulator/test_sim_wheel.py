@@ -79,3 +79,23 @@ def test_default_catalog_is_the_repository_one(tmp_path: Path) -> None:
     with zipfile.ZipFile(built) as archive:
         packed = archive.read(f"sglang/_sim/catalogs/sglang-{VERSION}.json")
     assert packed == (REAL_CATALOG_DIR / f"sglang-{VERSION}.json").read_bytes()
+
+
+def test_the_jit_cache_stand_in_requires_its_kernel_packages_as_flashinfers_shim_does(tmp_path: Path) -> None:
+    """FlashInfer 0.7.2's flashinfer-jit-cache requires one kernel package per GPU architecture at its own version
+    (tests/fixtures/flashinfer): scripts/setup.sh builds the stand-in that way, with --companion-requires."""
+    subprocess.run([sys.executable, str(BUILD_SCRIPT), "--version", VERSION, "--out", str(tmp_path),
+                    "--companion", "flashinfer-jit-cache==0.7.2+cu130",
+                    "--companion", "flashinfer-jit-cache-sm120f==0.7.2+cu130",
+                    "--companion-requires", "flashinfer-jit-cache=flashinfer-jit-cache-sm100a==0.7.2+cu130",
+                    "--companion-requires", "flashinfer-jit-cache=flashinfer-jit-cache-sm120f==0.7.2+cu130"],
+                   check=True, capture_output=True)
+    with zipfile.ZipFile(tmp_path / "flashinfer_jit_cache-0.7.2+cu130-py3-none-any.whl") as shim:
+        metadata = shim.read("flashinfer_jit_cache-0.7.2+cu130.dist-info/METADATA").decode()
+    assert [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")] == [
+        "Requires-Dist: flashinfer-jit-cache-sm100a==0.7.2+cu130",
+        "Requires-Dist: flashinfer-jit-cache-sm120f==0.7.2+cu130"]
+    assert metadata.index("Requires-Dist:") < metadata.index("\n\n")  # headers, before the description
+    with zipfile.ZipFile(tmp_path / "flashinfer_jit_cache_sm120f-0.7.2+cu130-py3-none-any.whl") as kernels:
+        own = kernels.read("flashinfer_jit_cache_sm120f-0.7.2+cu130.dist-info/METADATA").decode()
+    assert "Requires-Dist" not in own

@@ -3,8 +3,8 @@
 Tests run in file order: the converged host first (packages, pin, hold, files, stack, weights),
 then drills that drive molecule/install/converge.yml through the ansible-playbook CLI: refused
 inputs, a Secure Boot host, a wrong key fingerprint, a host whose nvidia-smi reports 7 GPUs, a
-truncated shard, and last the driver upgrade (and back) with its reboot handler. Every drill
-leaves the host as converged (Molecule's idempotence step has already proved that a second run
+truncated shard, a virtualenv without its GPUs' FlashInfer kernel package, and last the driver
+upgrade (and back) with its reboot handler. Every drill leaves the host as converged (Molecule's idempotence step has already proved that a second run
 changes nothing). Lines starting with APT show apt's view, for the record.
 """
 
@@ -106,6 +106,16 @@ def test_the_jit_toolchain_is_installed_at_its_pins(host: Any) -> None:
     prebuilt = host.check_output(f"{venv} -c 'import importlib.metadata as m; "
                                  "print(m.version(\"flashinfer-cubin\"), m.version(\"flashinfer-jit-cache\"))'")
     assert prebuilt == "0.7.2 0.7.2+cu130"
+    # The shim requires a kernel package per GPU architecture (the sandbox's stand-in: sm100a and sm120f); the host
+    # has its own only, installed without the shim's dependencies, at the shim's exact version.
+    kernels = host.check_output(f"{venv} -c 'import importlib.metadata as m; "
+                                "print(sorted(m.requires(\"flashinfer-jit-cache\")), "
+                                "m.version(\"flashinfer-jit-cache-sm120f\"))'")
+    assert kernels == ("['flashinfer-jit-cache-sm100a==0.7.2+cu130', 'flashinfer-jit-cache-sm120f==0.7.2+cu130'] "
+                       "0.7.2+cu130"), kernels
+    assert host.run(f"{venv} -c 'import importlib.metadata as m; m.version(\"flashinfer-jit-cache-sm100a\")'").rc != 0
+    constraints = host.file("/opt/sglang/0.5.23/sglang-constraints.txt").content_string
+    assert re.search(r"^flashinfer-jit-cache-sm120f==0\.7\.2\+cu130$", constraints, re.MULTILINE), constraints
 
 
 def test_every_driver_package_is_held(host: Any) -> None:
@@ -145,6 +155,9 @@ def test_nouveau_blacklisted_and_persistence_daemon_enabled(host: Any) -> None:
     daemon = host.service("nvidia-persistenced")
     assert daemon.is_running and daemon.is_enabled
     assert "--persistence-mode" in host.check_output("systemctl cat nvidia-persistenced")
+    # Started at boot by the device-node unit too: Ubuntu's unit has no [Install] (tests/fixtures/nvidia-persistenced).
+    wants = host.check_output("systemctl show nvidia-device-nodes.service -p Wants --value").split()
+    assert "nvidia-persistenced.service" in wants, wants
 
 
 def test_fake_nvidia_smi_left_in_place(host: Any) -> None:
@@ -181,8 +194,13 @@ def test_weights_state_is_private_and_token_absent(host: Any) -> None:
      ["nvidia_driver_branch must be a driver branch of 580 or newer"]),
     (["-e", "sglang_weights_mode=download"], ["sglang_weights_model_repo", "40-hex-digit commit"]),
     (["-e", "sglang_stack_uv_version=0.99.0"], ["has no uv 0.99.0 wheel", "pip download uv==0.99.0"]),
+    # The wheelhouse holds the sandbox's kernel package (sm120f) only, as an air-gapped site's holds its own GPUs'.
+    (["-e", '{"sglang_stack_flashinfer_kernels": ["sm120f", "sm100a"]}'],
+     ["lacks FlashInfer's prebuilt kernels (flashinfer-jit-cache-sm100a missing", "sglang_stack_flashinfer_kernels"]),
+    (["-e", '{"sglang_stack_flashinfer_kernels": ["blackwell"]}'],
+     ["sglang_stack_flashinfer_kernels takes FlashInfer's architecture tags", "got ['blackwell']"]),
 ], ids=["reboot-policy", "version-of-other-branch", "branch-too-old", "download-without-revision",
-        "uv-not-in-wheelhouse"])
+        "uv-not-in-wheelhouse", "kernel-package-not-in-wheelhouse", "kernel-tag-unknown"])
 def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expected: list[str]) -> None:
     before, running = digests(host), invocation(host)
     rc, out, _seconds = play(*extra)
@@ -253,6 +271,28 @@ def test_truncated_shard_stops_the_play_before_the_service(host: Any) -> None:
         host.check_output(f"mv /root/shard.bak {SHARD}")
     rc, out, _seconds = play("--tags", "weights")
     assert rc == 0, why(out)
+
+
+def test_a_host_without_its_gpus_flashinfer_kernels_is_refused_by_the_probe_and_mended_by_the_install(
+        host: Any) -> None:
+    """The sm120f kernel package removed from the virtualenv: the probe names it before anything restarts (the
+    fake nvidia-smi reports compute capability 12.0), and the next run of the install puts it back."""
+    venv = "/opt/sglang/0.5.23/venv/bin/python"
+    version = f"{venv} -c 'import importlib.metadata as m; print(m.version(\"flashinfer-jit-cache-sm120f\"))'"
+    host.check_output(f"/opt/sglang/uv/bin/uv pip uninstall --python {venv} flashinfer-jit-cache-sm120f")
+    running = invocation(host)
+    try:
+        rc, out, _seconds = run_playbook("playbooks/probe.yml")
+        assert rc != 0, why(out)
+        assert "no kernel package of flashinfer-jit-cache 0.7.2+cu130 serves compute capability 12.0 (sm120f with " \
+               "CUDA 13.0)" in out, why(out)
+        assert invocation(host) == running
+    finally:
+        rc, out, _seconds = play()
+    assert rc == 0, why(out)
+    assert host.check_output(version) == "0.7.2+cu130"
+    rc, out, _seconds = run_playbook("playbooks/probe.yml")
+    assert rc == 0 and "flashinfer-jit-cache-sm120f 0.7.2+cu130 serves compute capability 12.0" in out, why(out)
 
 
 def test_driver_upgrade_and_downgrade_with_the_reboot_handler(host: Any) -> None:

@@ -172,15 +172,20 @@ def build(version: str, out_dir: str, catalog: str | None = None, requires: Sequ
     return path
 
 
-def build_companion(requirement: str, out_dir: str) -> str:
-    """A stand-in wheel for NAME==VERSION (flashinfer-cubin==0.7.2): a module NAME with __version__."""
+def build_companion(requirement: str, out_dir: str, requires: Sequence[str] = ()) -> str:
+    """A stand-in wheel for NAME==VERSION (flashinfer-cubin==0.7.2): a module NAME with __version__, and the
+    Requires-Dist lines given (the jit-cache shim's, one per architecture's kernel package)."""
     name, _sep, version = requirement.partition("==")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name) or not version:
         raise BuildError(f"not a NAME==VERSION pin: {requirement!r}")
     module = re.sub(r"[-_.]+", "_", name).lower()
     files = {f"{module}/__init__.py": f'"""Stand-in for {name} (sglang-deploy sandbox)."""\n\n'
                                       f'__version__ = "{version}"\n'.encode()}
-    files = with_dist_info(files, version, module, COMPANION_METADATA.format(name=name, version=version))
+    metadata = COMPANION_METADATA.format(name=name, version=version)
+    if requires:
+        head, _blank, body = metadata.partition("\n\n")
+        metadata = head + "\n" + "".join(f"Requires-Dist: {line}\n" for line in requires) + "\n" + body
+    files = with_dist_info(files, version, module, metadata)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{module}-{version}-py3-none-any.whl")
     write_wheel(path, files)
@@ -195,13 +200,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="flag catalog (default: <repo>/roles/sglang_config/files/catalogs/sglang-V.json)")
     parser.add_argument("--companion", action="append", default=[], metavar="NAME==VERSION",
                         help="also build a stand-in wheel of this pinned companion (FlashInfer, its kernels)")
+    parser.add_argument("--companion-requires", action="append", default=[], metavar="NAME=REQUIREMENT",
+                        help="a Requires-Dist line of the companion NAME (the jit-cache shim's kernel packages)")
     parser.add_argument("--requires", action="append", default=[], metavar="REQUIREMENT",
                         help="a Requires-Dist line of the simulator wheel, as the real wheel has it")
     options = parser.parse_args(argv)
     try:
         print(build(options.version, options.out, options.catalog, options.requires))
         for requirement in options.companion:
-            print(build_companion(requirement, options.out))
+            name = requirement.partition("==")[0]
+            requires = [line.partition("=")[2] for line in options.companion_requires
+                        if line.partition("=")[0] == name]
+            print(build_companion(requirement, options.out, requires))
     except BuildError as error:
         print(f"build_wheel: {error}", file=sys.stderr)
         return 1

@@ -237,6 +237,87 @@ def check_flashinfer(settings: dict[str, Any]) -> bool:
                   " (FlashInfer would compile or download kernels on first use)"))
 
 
+# FlashInfer 0.7's jit-cache is a shim requiring one kernel package per GPU architecture (flashinfer/__main__.py:221).
+KERNEL_PACKAGE = re.compile(r"^flashinfer-jit-cache-(sm([0-9]{1,2})([0-9])([af]?))$")
+
+
+def device_tag(capability: str, cuda: str) -> str | None:
+    """FlashInfer 0.7.2's name for a GPU of this compute capability with this CUDA (compilation_context.py,
+    _normalize_cuda_arch): sm120f for 12.0 with CUDA 12.9+, sm120a with 12.8; None where FlashInfer refuses."""
+    major, minor = (int(part) for part in capability.strip().split(".", 1))
+    release = tuple(int(part) for part in cuda.split(".")[:2])
+    if major == 12:
+        if minor == 0:
+            suffix = "f" if release >= (12, 9) else "a" if release >= (12, 8) else None
+        else:
+            suffix = "a" if release >= (12, 9) else None
+    else:
+        suffix = "a" if major >= 9 else ""
+    return None if suffix is None else f"sm{major}{minor}{suffix}"
+
+
+def serves(kernels: str, device: str) -> bool:
+    """Whether a kernel package built for one tag runs on a device of another (flashinfer 0.7.2
+    jit/_cuda_architecture.py, cuda_binary_target_compatibility_score is not None): an `a` build only on its own
+    compute capability, an `f` or plain one on its major at the same or a higher minor."""
+    binary, target = (re.fullmatch(r"sm([0-9]{1,2})([0-9])([af]?)", tag) for tag in (kernels, device))
+    if binary is None or target is None:
+        return False
+    (b_major, b_minor, b_suffix), (d_major, d_minor, d_suffix) = binary.groups(), target.groups()
+    if (b_major, b_minor, b_suffix) == (d_major, d_minor, d_suffix):
+        return True
+    if b_suffix == "a":
+        return (b_major, b_minor) == (d_major, d_minor)
+    return b_major == d_major and int(b_minor) <= int(d_minor)
+
+
+def installed_kernels(shim_version: str) -> dict[str, str]:
+    """The kernel packages installed, by tag, with their versions."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        match = KERNEL_PACKAGE.match(re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower())
+        if match:
+            found[match.group(1)] = dist.version
+    return found
+
+
+def check_flashinfer_kernels(settings: dict[str, Any]) -> bool | None:
+    """The jit-cache's kernel package for the GPUs of this host is installed at the shim's version: without it
+    FlashInfer compiles its kernels at the first request, after the load, and its sampling needs curand's headers
+    (flashinfer 0.7.2 data/include/flashinfer/sampling.cuh)."""
+    if not settings.get("flashinfer_prebuilt") or str(settings.get("device") or "cuda") == "cpu":
+        return None
+    try:
+        shim = importlib.metadata.version("flashinfer-jit-cache")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # check_flashinfer reports it
+    wanted = [requirement for requirement in importlib.metadata.requires("flashinfer-jit-cache") or []
+              if KERNEL_PACKAGE.match(re.split(r"[=<>!~ ;\[]", requirement, maxsplit=1)[0].lower())]
+    if not wanted:
+        return report("flashinfer-kernels", True, f"flashinfer-jit-cache {shim} holds its kernels itself")
+    code, out = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=60)
+    capabilities = sorted({line.strip() for line in out.splitlines() if line.strip()}) if code == 0 else []
+    if not capabilities:
+        return report("flashinfer-kernels", False, f"nvidia-smi gave no compute capability: {last_lines(out)}")
+    cuda = str(settings.get("cuda_version") or "")
+    kernels = {tag: version for tag, version in installed_kernels(shim).items() if version == shim}
+    problems, served = [], []
+    for capability in capabilities:
+        tag = device_tag(capability, cuda)
+        usable = sorted(kernel for kernel in kernels if tag and serves(kernel, tag))
+        if usable:
+            served.append(f"flashinfer-jit-cache-{usable[-1]} {shim} serves compute capability {capability} ({tag} "
+                          f"with CUDA {cuda})")
+        else:
+            problems.append(f"no kernel package of flashinfer-jit-cache {shim} serves compute capability {capability} "
+                            f"({tag or 'unsupported'} with CUDA {cuda}); installed at its version: "
+                            f"{sorted(kernels) or 'none'}")
+    if problems:
+        return report("flashinfer-kernels", False, "; ".join(problems) + ": FlashInfer would compile its kernels at "
+                      "the first request, after the load (sglang_stack_flashinfer_kernels names the packages)")
+    return report("flashinfer-kernels", True, "; ".join(served))
+
+
 # ---- the GPUs -------------------------------------------------------------------------------------
 
 def device_nodes(gpus: int) -> list[str]:
@@ -433,6 +514,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="sglang-deploy-probe-", dir=cache) as work:
         check_toolchain(settings, work)
         check_flashinfer(settings)
+        check_flashinfer_kernels(settings)
         check_device(settings, work)
     ok = all(result["ok"] for result in RESULTS)
     print(json.dumps({"done": True, "ok": ok, "seconds": round(time.monotonic() - started, 1)}), flush=True)

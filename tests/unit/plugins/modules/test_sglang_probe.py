@@ -229,3 +229,103 @@ def test_a_gpu_server_is_still_asked_for_cuda_and_nvml(monkeypatch: pytest.Monke
     monkeypatch.setattr(script, "check_nvml", lambda settings: script.report("nvml", True, "stub"))
     script.check_device({"gpus": 2, "nccl": False}, str(tmp_path))
     assert [r["check"] for r in script.RESULTS] == ["cuda", "triton", "nvml"]
+
+
+# ---- FlashInfer's kernel packages: the probe's reading of a GPU against FlashInfer 0.7.2's own code --------------
+
+FLASHINFER = ROOT / "tests" / "fixtures" / "flashinfer"
+TAGS = ["sm75", "sm80", "sm86", "sm89", "sm90", "sm90a", "sm100a", "sm100f", "sm103a", "sm110a", "sm120", "sm120a",
+        "sm120f", "sm121a", "sm121f"]
+
+
+def flashinfer_module(name: str) -> ModuleType:
+    """A file of FlashInfer 0.7.2 copied verbatim into the fixtures (Apache-2.0; see its README), as a module."""
+    module = ModuleType("flashinfer_fixture_" + Path(name).stem.replace("-", "_").replace(".", "_"))
+    sys.modules[module.__name__] = module  # its dataclass looks its module up
+    exec(compile((FLASHINFER / name).read_text(), name, "exec"), module.__dict__)  # a fixture's own code
+    return module
+
+
+def flashinfer_tag(major: int, minor: int, cuda: str) -> str | None:
+    import textwrap
+
+    release = tuple(int(part) for part in cuda.split("."))
+    source = textwrap.dedent((FLASHINFER / "flashinfer-0.7.2-compilation_context-_normalize_cuda_arch.py.txt")
+                             .read_text()).replace("@staticmethod\n", "")
+    source = source.replace("from flashinfer.jit.cpp_ext import is_cuda_version_at_least", "pass")
+    namespace = flashinfer_code_from(source, {"is_cuda_version_at_least": lambda version: release >= tuple(
+        int(part) for part in version.split("."))})
+    try:
+        got_major, got_minor = namespace["_normalize_cuda_arch"](major, minor)
+    except RuntimeError:
+        return None
+    return f"sm{got_major}{got_minor}"
+
+
+def flashinfer_code_from(source: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    exec(compile(source, "_normalize_cuda_arch", "exec"), namespace)  # a fixture's own code
+    return namespace
+
+
+@pytest.mark.parametrize("cuda", ["12.8", "12.9", "13.0"])
+def test_the_probe_names_a_gpu_as_flashinfer_does(cuda: str) -> None:
+    script = probe_script()
+    for major, minor in ((7, 5), (8, 0), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1)):
+        assert script.device_tag(f"{major}.{minor}", cuda) == flashinfer_tag(major, minor, cuda), (major, minor)
+    assert script.device_tag("12.0", "13.0") == "sm120f"  # the reference host
+
+
+def test_the_probe_matches_a_kernel_package_to_a_gpu_as_flashinfer_does() -> None:
+    script = probe_script()
+    score = flashinfer_module("flashinfer-0.7.2-jit-_cuda_architecture.py.txt").cuda_binary_target_compatibility_score
+    for kernels in TAGS:
+        for device in TAGS:
+            assert script.serves(kernels, device) == (score(kernels, device) is not None), (kernels, device)
+
+
+def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capability: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{capability}\\n{capability}\\n'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+class Dist:
+    def __init__(self, name: str, version: str) -> None:
+        self.metadata, self.version = {"Name": name}, version
+
+
+@pytest.mark.parametrize(("capability", "installed", "ok"), [
+    ("12.0", {"flashinfer-jit-cache-sm120f": "0.7.2+cu130"}, True),
+    ("12.0", {"flashinfer_jit_cache_sm100a": "0.7.2+cu130"}, False),  # another GPU's
+    ("12.0", {"flashinfer-jit-cache-sm120f": "0.7.1+cu130"}, False),  # not the shim's version: FlashInfer drops it
+    ("12.0", {}, False),
+    ("9.0", {"flashinfer-jit-cache-sm90a": "0.7.2+cu130"}, True),
+], ids=["its-own", "another-gpus", "other-version", "none", "hopper"])
+def test_the_probe_refuses_a_host_without_its_gpus_kernel_package(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capability: str, installed: dict[str, str], ok: bool) -> None:
+    script = probe_script()
+    fake_smi(tmp_path, monkeypatch, capability)
+    dists = [Dist("flashinfer-jit-cache", "0.7.2+cu130")] + [Dist(name, version) for name, version in installed.items()]
+    monkeypatch.setattr(script.importlib.metadata, "version", lambda name: "0.7.2+cu130")
+    monkeypatch.setattr(script.importlib.metadata, "distributions", lambda: dists)
+    monkeypatch.setattr(script.importlib.metadata, "requires", lambda name: [
+        "flashinfer-jit-cache-sm90a==0.7.2+cu130", "flashinfer-jit-cache-sm100a==0.7.2+cu130",
+        "flashinfer-jit-cache-sm120f==0.7.2+cu130"])
+    settings = {"flashinfer_prebuilt": ["flashinfer-cubin", "flashinfer-jit-cache"], "cuda_version": "13.0"}
+    assert script.check_flashinfer_kernels(settings) is ok, script.RESULTS
+    detail = script.RESULTS[-1]["detail"]
+    expected = "serves compute capability" if ok else "would compile its kernels at the first request"
+    assert expected in detail, detail
+
+
+def test_a_jit_cache_that_holds_its_kernels_or_a_cpu_server_needs_no_kernel_package(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script.importlib.metadata, "version", lambda name: "0.6.18+cu130")
+    monkeypatch.setattr(script.importlib.metadata, "requires", lambda name: None)
+    settings = {"flashinfer_prebuilt": ["flashinfer-cubin", "flashinfer-jit-cache"], "cuda_version": "13.0"}
+    assert script.check_flashinfer_kernels(settings) is True
+    assert script.check_flashinfer_kernels({**settings, "device": "cpu"}) is None
+    assert script.check_flashinfer_kernels({**settings, "flashinfer_prebuilt": []}) is None
