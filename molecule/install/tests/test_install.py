@@ -4,8 +4,9 @@ Tests run in file order: the converged host first (packages, pin, hold, files, s
 then drills that drive molecule/install/converge.yml through the ansible-playbook CLI: refused
 inputs, a Secure Boot host, a wrong key fingerprint, a host whose nvidia-smi reports 7 GPUs, a
 truncated shard, a virtualenv without its GPUs' FlashInfer kernel package, and last the driver
-upgrade (and back) with its reboot handler. Every drill leaves the host as converged (Molecule's idempotence step has already proved that a second run
-changes nothing). Lines starting with APT show apt's view, for the record.
+upgrade (and back) with its reboot handler. Every drill leaves the host as converged (Molecule's
+idempotence step has already proved that a second run changes nothing). Lines starting with APT
+show apt's view, for the record.
 """
 
 from __future__ import annotations
