@@ -226,8 +226,12 @@ def test_1_the_first_deploy_waits_on_the_real_startup_log(host: Any) -> None:
               f"{returned - ready_at:+.1f} s after (its poll interval and the machine's load; whole seconds)")
         # The waiter is the only client of /health_generate before the server joins the router: its own first
         # 200 ends its wait at once. (The play asks the detached waiter how it is every
-        # sglang_service_progress_interval; how soon that poll comes back is Ansible's and the machine's.)
-        assert 0 <= waited <= 5.0, f"the readiness wait returned {waited:.1f} s after the first 200 (allowed: 5 s)"
+        # sglang_service_progress_interval; how soon that poll comes back is Ansible's and the machine's.) The
+        # access line's time is journald's, taken when it reads the line, after the response went out: it can
+        # trail the waiter's end (by 0.011 s once in CI), never precede the response, so only the upper bound
+        # holds on a busy machine; that the wait ended on a 200 is the waiter's own record (ready_after_s).
+        assert observed["ready_after_s"] is not None and observed["ready_after_s"] > 0, observed
+        assert waited <= 5.0, f"the readiness wait returned {waited:.1f} s after the first 200 (allowed: 5 s)"
         assert log.count("The server is fired up and ready to roll!") == 1
 
 
