@@ -238,7 +238,9 @@ def check_flashinfer(settings: dict[str, Any]) -> bool:
 
 
 # FlashInfer 0.7's jit-cache is a shim requiring one kernel package per GPU architecture (flashinfer/__main__.py:221).
-KERNEL_PACKAGE = re.compile(r"^flashinfer-jit-cache-(sm([0-9]{1,2})([0-9])([af]?))$")
+# A FlashInfer architecture tag (flashinfer/jit/_cuda_architecture.py): major, minor, suffix.
+ARCH_TAG = r"sm([0-9]{1,2})([0-9])([af]?)"
+KERNEL_PACKAGE = re.compile(rf"^flashinfer-jit-cache-({ARCH_TAG})$")
 
 
 def device_tag(capability: str, cuda: str) -> str | None:
@@ -260,7 +262,7 @@ def serves(kernels: str, device: str) -> bool:
     """Whether a kernel package built for one tag runs on a device of another (flashinfer 0.7.2
     jit/_cuda_architecture.py, cuda_binary_target_compatibility_score is not None): an `a` build only on its own
     compute capability, an `f` or plain one on its major at the same or a higher minor."""
-    binary, target = (re.fullmatch(r"sm([0-9]{1,2})([0-9])([af]?)", tag) for tag in (kernels, device))
+    binary, target = (re.fullmatch(ARCH_TAG, tag) for tag in (kernels, device))
     if binary is None or target is None:
         return False
     (b_major, b_minor, b_suffix), (d_major, d_minor, d_suffix) = binary.groups(), target.groups()
@@ -271,13 +273,13 @@ def serves(kernels: str, device: str) -> bool:
     return b_major == d_major and int(b_minor) <= int(d_minor)
 
 
-def installed_kernels(shim_version: str) -> dict[str, str]:
-    """The kernel packages installed, by tag, with their versions."""
-    found = {}
+def installed_kernels(shim_version: str) -> list[str]:
+    """The tags of the kernel packages installed at the shim's version (FlashInfer drops any other)."""
+    found = []
     for dist in importlib.metadata.distributions():
         match = KERNEL_PACKAGE.match(re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower())
-        if match:
-            found[match.group(1)] = dist.version
+        if match and dist.version == shim_version:
+            found.append(match.group(1))
     return found
 
 
@@ -300,7 +302,7 @@ def check_flashinfer_kernels(settings: dict[str, Any]) -> bool | None:
     if not capabilities:
         return report("flashinfer-kernels", False, f"nvidia-smi gave no compute capability: {last_lines(out)}")
     cuda = str(settings.get("cuda_version") or "")
-    kernels = {tag: version for tag, version in installed_kernels(shim).items() if version == shim}
+    kernels = installed_kernels(shim)
     problems, served = [], []
     for capability in capabilities:
         tag = device_tag(capability, cuda)
