@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install and start everything sglang-deploy's demo and tests need, on a bare Debian 12 machine as
-# root: Debian packages (Docker engine, debootstrap), a running dockerd, the pinned Python toolchain
+# root: Debian packages (Docker engine, debootstrap, numactl), a running dockerd, the pinned Python toolchain
 # in .venv, the pinned Ansible collections in .cache/collections, the systemd image, and the
 # wheelhouse with the SGLang simulator, the sandbox's GPU device nodes. Every step is skipped when
 # already done.
@@ -17,6 +17,8 @@ command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)  # ansible-test sani
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 # promtool (rule checks and tests) and the Prometheus server the monitoring tests run themselves.
 command -v promtool >/dev/null || need_pkgs+=(prometheus)
+# numactl: the probe's test of SGLang's NUMA helper (tests/unit/plugins/modules/test_sglang_probe.py) runs the real one.
+command -v numactl >/dev/null || need_pkgs+=(numactl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "apt-get install ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -115,13 +117,17 @@ log "systemd image"
 bash scripts/build-image.sh
 
 pin() { sed -n "s/^$1: \"\(.*\)\"/\1/p" "$2"; }
-log "wheelhouse: the SGLang simulator, stand-ins of FlashInfer's prebuilt kernels, and sglang-router with its dependencies"
+log "wheelhouse: the SGLang simulator, stand-ins of FlashInfer's prebuilt kernels, tvm-ffi, and sglang-router with its dependencies"
 version=$(pin sglang_version roles/sglang/defaults/main.yml)
 # Like the real wheel, the simulator requires ninja (SGLang's JIT builds run it from the virtualenv's
 # bin; the real ninja wheel, pinned here as the real sglang leaves it unpinned) and the pinned
 # flashinfer-python, which the wheelhouse holds as a stand-in with FlashInfer's prebuilt kernels.
 ninja_version=1.13.2
 companions=(--requires "ninja==$ninja_version")
+# And, like the real wheel, apache-tvm-ffi (the real one): the probe builds and loads a module against it as SGLang's
+# JIT does.
+tvm_ffi=$(grep -E "^apache-tvm-ffi==" "roles/sglang_stack/files/constraints/sglang-$version.txt")
+companions+=(--requires "$tvm_ffi")
 for name in flashinfer-python flashinfer-cubin flashinfer-jit-cache; do
   line=$(grep -E "^$name==" "roles/sglang_stack/files/constraints/sglang-$version.txt")
   companions+=(--companion "$line")
@@ -142,12 +148,19 @@ if ! ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null 2>&1; then
     "ninja==$ninja_version" 2>&1 | grep -v "^WARNING: Location" || true
 fi
 ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null
+if ! ls .cache/wheelhouse/apache_tvm_ffi-"${tvm_ffi#*==}"-*.whl >/dev/null 2>&1; then
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \
+    "$tvm_ffi" "$(grep -E '^typing.extensions==' requirements.txt)" 2>&1 | grep -v "^WARNING: Location" || true
+fi
+ls .cache/wheelhouse/apache_tvm_ffi-"${tvm_ffi#*==}"-*.whl >/dev/null
 uv=$(pin sglang_stack_uv_version roles/sglang_stack/defaults/main.yml)
 if ! ls .cache/wheelhouse/uv-"$uv"-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \
     "uv==$uv" 2>&1 | grep -v "^WARNING: Location" || true
 fi
 ls .cache/wheelhouse/uv-"$uv"-*.whl >/dev/null
+log "NVIDIA's CUDA 13.0 compiler for the probe's toolchain tests (scripts/cuda-toolchain.sh, a cache outside the clone)"
+bash scripts/cuda-toolchain.sh >/dev/null
 router=$(pin sglang_router_version roles/sglang_router/defaults/main.yml)
 if ! ls .cache/wheelhouse-router/sglang_router-"$router"-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --disable-pip-version-check --only-binary=:all: -d .cache/wheelhouse-router \

@@ -60,7 +60,7 @@ BASE: dict[str, Any] = {
     "sglang_speculative_algorithm": "EAGLE3", "sglang_speculative_draft_model_path": "/models/draft",
     "sglang_speculative_num_steps": 3, "sglang_speculative_eagle_topk": 1,
     "sglang_speculative_num_draft_tokens": 4, "sglang_enable_metrics": True,
-    "sglang_extra_args": {}, "sglang_env": {},
+    "sglang_extra_args": {}, "sglang_env": {}, "sglang_numa_bind": "off",
     "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
 }
 

@@ -396,6 +396,36 @@ def host_memory_check(version: str, target_bytes: int, draft_bytes: int, ranks_p
     return HostCheck(verdict, rule, budget, safe, fit, available)
 
 
+@dataclass(frozen=True)
+class NumaNode:
+    """One NUMA node under SGLang's binding: the local GPUs whose ranks it holds, the HiCache pools they pin there and
+    what the node has available."""
+
+    node: int
+    gpus: tuple[int, ...]
+    need_bytes: int
+    available_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.need_bytes <= self.available_bytes
+
+
+def numa_node_check(per_rank_bytes: int, ranks_per_host: int, gpu_nodes: list[int | None],
+                    nodes_available: dict[str, int]) -> list[NumaNode]:
+    """Each NUMA node's HiCache pools under SGLang 0.5.23's binding, which runs rank i (local GPU i) under
+    ``numactl --cpunodebind=N --membind=N``, N the node NVML gives for that GPU (srt/utils/numa_utils.py): its pool
+    can come from node N only, while SGLang sizes it against the host's MemAvailable (pool_host/base.py). A GPU
+    without a node binds nothing and is left out."""
+    by_node: dict[int, list[int]] = {}
+    for gpu in range(max(int(ranks_per_host), 1)):
+        node = gpu_nodes[gpu] if gpu < len(gpu_nodes) else None
+        if node is not None and node >= 0:
+            by_node.setdefault(int(node), []).append(gpu)
+    return [NumaNode(node, tuple(gpus), per_rank_bytes * len(gpus), int(nodes_available.get(str(node), 0)))
+            for node, gpus in sorted(by_node.items())]
+
+
 # --- concurrency ----------------------------------------------------------------------------
 
 def max_concurrent_requests(device_tokens: int, avg_seq_len: int, max_running_requests: int | None = None,

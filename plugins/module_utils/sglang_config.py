@@ -445,6 +445,25 @@ def _toolchain_env(values: dict[str, Any], p: Problems) -> dict[str, str]:
     return {"CUDA_HOME": cuda_home(version), "PATH": ":".join([*path, cuda_home(version) + "/bin", SYSTEM_PATH])}
 
 
+# NUMA binding (sglang_numa_bind): SGLang 0.5.23 binds each rank to its GPU's node by default wherever numactl is
+# installed and the host has a node1 (srt/environ.py SGLANG_AUTO_NUMA_BIND, srt/utils/numa_utils.py); the deploy
+# makes that a decision of the inventory and states it in the environment either way.
+NUMA_BIND = {"off": "false", "auto": "true"}
+NUMA_ENV = "SGLANG_AUTO_NUMA_BIND"
+
+
+def _numa_env(values: dict[str, Any], p: Problems) -> tuple[str, dict[str, str]]:
+    mode = str(values.get("sglang_numa_bind") or "off").strip().lower()
+    if mode not in NUMA_BIND:
+        p.error("sglang_numa_bind", f"{mode!r} is not a NUMA binding; allowed: off, auto")
+        return "off", {}
+    env = values.get("sglang_env")
+    if isinstance(env, dict) and NUMA_ENV in env:
+        p.error(f"sglang_env[{NUMA_ENV!r}]", f"is set by sglang_numa_bind ({mode}); allowed: sglang_numa_bind: off "
+                "or auto, and no SGLANG_AUTO_NUMA_BIND in sglang_env")
+    return mode, {NUMA_ENV: NUMA_BIND[mode]}
+
+
 def _env(value: Any, p: Problems, base: dict[str, str]) -> dict[str, str]:
     env = {**BASE_ENV, **base}
     if is_unset(value):
@@ -492,7 +511,8 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         _check_named(run, catalog)
     args = [group for value in run.resolved.values() for group in value.groups]
     args += _extra_args(run, catalog)
-    env = _env(values.get("sglang_env"), problems, _toolchain_env(values, problems))
+    numa, numa_env = _numa_env(values, problems)
+    env = _env(values.get("sglang_env"), problems, {**_toolchain_env(values, problems), **numa_env})
     advertise = str(values.get("sglang_advertise_host") or "").strip()
     cuda = str(values.get("sglang_cuda_version") or "")
     return {
@@ -512,6 +532,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         "primary": run.node["node_rank"] == 0,
         "multinode": run.node,
         "cuda": {"version": cuda, "home": cuda_home(cuda)},
+        "numa": {"bind": numa},
     }
 
 

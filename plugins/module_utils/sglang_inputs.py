@@ -47,12 +47,13 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "sglang_router_port": (1, 65535, "an integer from 1 to 65535"),
     "sglang_router_prometheus_port": (1, 65535, "an integer from 1 to 65535"),
     "sglang_host_memory_available_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
+    "sglang_plan_host_memory_available_gb": (0.0, 1e6, "a number of GB above 0 and at most 1000000"),
     "sglang_service_restart_sec": (0, 86400, "whole seconds from 0 to 86400"),
     "sglang_ready_timeout": (60, 7 * 86400, "whole seconds from 60 to 604800 (a model load takes minutes)"),
     "sglang_service_probe_timeout": (30, 86400, "whole seconds from 30 to 86400"),
     "sglang_service_probe_nccl_timeout": (5, 86400, "whole seconds from 5 to 86400"),
 }
-_EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb"}
+_EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb", "sglang_plan_host_memory_available_gb"}
 _INT_DEFAULT = (1, float(1 << 31), "an integer from 1 to 2147483648")
 _FLOAT_DEFAULT = (-1e12, 1e12, "a finite number")
 
@@ -192,6 +193,10 @@ def _option(name: str, var: str, value: Any, option: dict[str, Any]) -> list[str
     try:
         typed = _typed(value, kind, option)
     except ValueError as exc:
+        word = "off" if value is False else "on"
+        if isinstance(value, bool) and word in (option.get("choices") or []):
+            return [f"{name}: is the bool {value}, which is how YAML reads a bare {word}; allowed: "
+                    f"{', '.join(map(str, option['choices']))}, quoted (\"{word}\")"]
         return [f"{name}: {exc}"]
     errors = []
     choices = option.get("choices")
@@ -275,6 +280,42 @@ def _sizes(var: str, typed: Any) -> list[str]:
         return [f": {exc}; allowed: {SIZE_ALLOWED}"]
     if not 0 < size <= _SIZE_MAX:
         return [f": {typed!r} is out of range; allowed: above 0 and at most 1 PB"]
+    return []
+
+
+NUMA_MEMORY_ALLOWED = ("{nodes_gb: {<node>: <GB available>, ...}, gpus: [<node of GPU 0>, <node of GPU 1>, ...]}, "
+                       "with two or more nodes")
+
+
+def numa_memory(value: Any) -> dict[str, Any]:
+    """sglang_host_numa_memory (GB per node, the node of each GPU) as the plan counts it (bytes per node), the
+    shape sglang_host_facts reads on the host; ValueError names what is wrong."""
+    if not isinstance(value, dict) or set(value) != {"nodes_gb", "gpus"}:
+        raise ValueError("must have exactly the keys nodes_gb and gpus")
+    nodes, gpus = value["nodes_gb"], value["gpus"]
+    if not isinstance(nodes, dict) or len(nodes) < 2:
+        raise ValueError("nodes_gb must map two or more NUMA nodes to their available GB")
+    parsed: dict[str, int] = {}
+    for node, gb in nodes.items():
+        if not re.fullmatch(r"[0-9]{1,4}", str(node)) or isinstance(gb, bool) or not isinstance(gb, (int, float)) \
+                or not 0 < gb <= 1e6:
+            raise ValueError(f"nodes_gb[{node!r}]: {gb!r} is not a node number with a number of GB above 0")
+        parsed[str(int(str(node)))] = int(gb * 1e9)
+    if not isinstance(gpus, list) or not gpus or any(isinstance(n, bool) or not isinstance(n, int) for n in gpus):
+        raise ValueError("gpus must list the NUMA node (an integer) of each GPU, GPU 0 first")
+    unknown = sorted({n for n in gpus if str(n) not in parsed})
+    if unknown:
+        raise ValueError(f"gpus names node(s) {unknown} that nodes_gb does not give")
+    return {"nodes": parsed, "gpus": list(gpus)}
+
+
+def _numa(var: str, typed: Any) -> list[str]:
+    if var != "sglang_host_numa_memory" or is_unset(typed):
+        return []
+    try:
+        numa_memory(typed)
+    except ValueError as exc:
+        return [f": {exc}; allowed: {NUMA_MEMORY_ALLOWED}"]
     return []
 
 
@@ -403,4 +444,5 @@ def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
 
 
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
-_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls)
+_RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls,
+          _numa)

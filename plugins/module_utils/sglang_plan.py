@@ -38,6 +38,7 @@ from .sglang_capacity import (
     kv_heads_per_rank,
     max_concurrent_requests,
     model_shape,
+    numa_node_check,
     rank_host_budget,
 )
 from .sglang_plan_text import Pools, explain_host, gb
@@ -68,6 +69,10 @@ class PlanInputs:
     hicache_host_memory_mode: str = "cache"
     hicache_host_memory_fraction: float | None = 0.8
     cgroup_headroom_bytes: int | None = None
+    # NUMA binding (sglang_numa_bind) and the host's nodes: {"nodes": {"<node>": available bytes}, "gpus": [node of
+    # each GPU]} (sglang_host_facts, or sglang_host_numa_memory).
+    numa_bind: str = "off"
+    numa_memory: dict[str, Any] | None = None
     page_size: int = 1
     avg_seq_len: int = 8192
     max_running_requests: int | None = None
@@ -82,7 +87,7 @@ class PlanInputs:
 def input_names() -> dict[str, str]:
     """Plan input -> the variable behind it, from the settings and facts tables."""
     names = {"avg_seq_len": "sglang_plan_avg_seq_len", "cgroup_headroom_bytes": "the service's cgroup memory limit",
-             "calibration": "sglang_startup_log"}
+             "calibration": "sglang_startup_log", "numa_bind": "sglang_numa_bind"}
     names.update({s.plan: s.var or f"sglang_extra_args[{s.flag[2:]!r}]" for s in table.SETTINGS if s.plan})
     names.update({f.plan: f.about or f.var for f in FACTS if f.plan})
     return names
@@ -213,6 +218,27 @@ def _core(inputs: PlanInputs, problems: Problems) -> dict[str, Any] | None:
     return result
 
 
+def _numa(inputs: PlanInputs, per_rank: int, ranks: int, problems: Problems) -> list[dict[str, Any]]:
+    """The pools of each NUMA node with sglang_numa_bind: auto; a node that cannot hold its ranks' pools is an error.
+    Empty when binding is off, or the host has one node or did not say (offline, without sglang_host_numa_memory)."""
+    memory = inputs.numa_memory or {}
+    if inputs.numa_bind != "auto" or len(memory.get("nodes") or {}) < 2:
+        return []
+    nodes = numa_node_check(per_rank, ranks, list(memory.get("gpus") or []), dict(memory["nodes"]))
+    for node in nodes:
+        if node.fits:
+            continue
+        gpus = ", ".join(map(str, node.gpus))
+        problems.error("numa_bind", f"auto binds the ranks of GPUs {gpus} to NUMA node {node.node} "
+                       f"(numactl --membind), so their HiCache pools, {len(node.gpus)} x "
+                       f"{gb(per_rank)} = {gb(node.need_bytes)}, must come from that node, which has "
+                       f"{gb(node.available_bytes)} available (SGLang sizes them against the whole host's "
+                       f"MemAvailable); allowed: sglang_numa_bind: off, or pools of at most "
+                       f"{gb(node.available_bytes // max(len(node.gpus), 1))} per rank")
+    return [{"node": node.node, "gpus": list(node.gpus), "need_bytes": node.need_bytes,
+             "available_bytes": node.available_bytes, "fits": node.fits} for node in nodes]
+
+
 def _host(inputs: PlanInputs, problems: Problems, device_tokens: int, cell: int, draft_cell: int,
           mla: bool) -> dict[str, Any]:
     ranks = _ranks_per_host(inputs)
@@ -250,6 +276,7 @@ def _host(inputs: PlanInputs, problems: Problems, device_tokens: int, cell: int,
                           f"({device_tokens:,} tokens): HiCache only duplicates what is on the GPU")
     pools = Pools(key, mode, ratio, device_tokens, cell, target_bytes, draft_bytes, ranks, mla)
     explain_host(inputs.version, inputs.hicache_size_gb, inputs.host_mem_available_bytes, problems, pools, check)
+    numa = _numa(inputs, per_rank, ranks, problems)
     return {
         "host_kv_tokens_per_rank": tokens,
         "host_kv_bytes_per_rank": per_rank,
@@ -260,6 +287,7 @@ def _host(inputs: PlanInputs, problems: Problems, device_tokens: int, cell: int,
             "target_bytes_per_rank": target_bytes, "draft_tokens_per_rank": draft_tokens,
             "draft_bytes_per_rank": draft_bytes, "reserve_bytes": HOST_RESERVE_BYTES,
             "effective_available_bytes": check.effective_available_bytes,
+            "numa": numa,
             "headroom_bytes": check.effective_available_bytes - HOST_RESERVE_BYTES - per_rank * ranks,
             "check": {"verdict": check.verdict, "rule": check.rule,
                       "per_rank_budget_bytes": check.per_rank_budget_bytes,

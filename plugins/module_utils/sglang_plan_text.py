@@ -113,6 +113,10 @@ def table(host: str, config: dict[str, Any]) -> str:
             f"  requests decoding at once      {plan['max_concurrent_requests']:>14,}"
             f"  (at {(plan.get('concurrency') or {}).get('avg_seq_len', '?')} tokens each)",
         ]
+        numa = [f"    {'NUMA node {} (GPUs {})'.format(node['node'], ','.join(map(str, node['gpus']))):<29}"
+                f"{gb(node['need_bytes'], 1):>17}  of {gb(node['available_bytes'], 1)} on the node"
+                f"{'' if node['fits'] else ' - DOES NOT FIT'}" for node in (plan.get("host") or {}).get("numa") or []]
+        lines[-1:-1] = numa  # under the host pools, before the requests
         if hicache:
             host_tokens = hicache.get("prefix_cache_tokens_host", 0)
             lines.append(f"  HiCache adds                   {host_tokens:>14,} prefix tokens"

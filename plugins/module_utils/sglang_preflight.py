@@ -17,6 +17,7 @@ from . import sglang_config
 from . import sglang_rules as rules
 from . import sglang_settings as table
 from .sglang_capacity import GIB, CapacityError
+from .sglang_inputs import numa_memory
 from .sglang_plan import PlanInputs, calibrate, plan
 from .sglang_settings import FACTS
 from .sglang_startup import StartupLogError, identity_differences, memory_identity, read
@@ -61,7 +62,12 @@ def weight_notes(pinned: dict[str, Any], detected: dict[str, Any] | None) -> lis
             size = _fact_number(typed, fact.scale)
         except ValueError:
             continue
-        if abs(size - int(found)) > 0.03 * int(found):
+        if int(found) < 0.01 * size:
+            notes.append(f"{fact.var}: the plan counts {typed} of weights; the safetensors on the host sum to "
+                         f"{int(found) / 1e9:,.3f} GB, under 1 % of that: stand-in shards (the sandbox's are a few KB "
+                         "each, its simulator plays the full size) or a copy still missing its files (role "
+                         "sglang_weights verifies it against its manifest)")
+        elif abs(size - int(found)) > 0.03 * int(found):
             notes.append(f"{fact.var}: {typed} is {size / int(found) - 1:+.0%} off the {int(found) / 1e9:,.1f} GB "
                          f"({int(found) / GIB:,.1f} GiB) of safetensors on the host, and the plan uses it; unset it "
                          "to plan with the host's files")
@@ -84,11 +90,17 @@ def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int)
         if setting.plan and setting.dest in settings:
             values[setting.plan] = settings[setting.dest]["value"]
             sources[setting.plan] = settings[setting.dest]["source"]
+    values["numa_bind"] = str((config.get("numa") or {}).get("bind") or "off")
     tp = max(int(values.get("tp_size") or 1), 1)
     for fact in FACTS:
         value = facts.get(fact.key)
         if not fact.plan or value is None:
             continue
+        if fact.key == "numa_memory" and isinstance(value, dict) and "nodes_gb" in value:
+            try:
+                value = numa_memory(value)  # the inventory's GB per node, as the host's reading counts it
+            except ValueError as exc:
+                raise CapacityError(f"{fact.var}: {exc}") from None
         if isinstance(value, dict):
             values[fact.plan] = value
             continue
@@ -102,7 +114,8 @@ def plan_inputs(config: dict[str, Any], facts: dict[str, Any], avg_seq_len: int)
 
 def missing_for_plan(facts: dict[str, Any], calibrating: bool = False) -> list[str]:
     """Variables the plan needs and has no value for; a start's own figures stand in for the weights'."""
-    return [fact.var for fact in FACTS if fact.needed and facts.get(fact.key) in (None, "", {})
+    return [fact.var + (f" (offline: {fact.offline})" if fact.offline else "") for fact in FACTS
+            if fact.needed and facts.get(fact.key) in (None, "", {})
             and not (calibrating and fact.key == "weight_bytes_total")]
 
 

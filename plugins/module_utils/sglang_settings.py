@@ -174,6 +174,7 @@ class Fact:
     hardware: bool = False
     needed: bool = False            # the plan cannot be made without it
     about: str | None = None
+    offline: str | None = None      # what an offline plan counts when ``var`` is unset (a deploy reads the host)
 
 
 FACTS: tuple[Fact, ...] = (
@@ -181,7 +182,8 @@ FACTS: tuple[Fact, ...] = (
     Fact("gpu_memory_mib", "sglang_gpu_memory_mib", plan="gpu_memory_bytes", scale=MIB, hardware=True, needed=True),
     Fact("compute_capability", "sglang_gpu_compute_capability", hardware=True),
     Fact("host_mem_available_bytes", "sglang_host_memory_available_gb", plan="host_mem_available_bytes",
-         needed=True),
+         needed=True, offline="sglang_plan_host_memory_available_gb"),
+    Fact("numa_memory", "sglang_host_numa_memory", plan="numa_memory"),
     Fact("weight_bytes_total", "sglang_model_weight_size", plan="weight_bytes_per_gpu", needed=True),
     Fact("draft_weight_bytes_total", "sglang_draft_weight_size", plan="draft_weight_bytes_per_gpu"),
     Fact("model_config", "sglang_model_config_file", plan="model_config", needed=True, about="sglang_model_path"),

@@ -145,6 +145,25 @@ facts:
       description: C(MemAvailable) plus RV(facts.unit_memory_bytes).
       type: int
       sample: 449000000000
+    numa_memory:
+      description:
+        - The host's NUMA nodes as SGLang's binding meets them - what each node has available (its C(MemFree), file
+          LRU and C(KReclaimable), as C(MemAvailable) counts them host-wide, plus the unit's anonymous and shared
+          memory there from C(memory.numa_stat)) and the node of each GPU (C(nvidia-smi topo -m)). Null with one
+          node.
+      type: dict
+      returned: always
+      sample: {"nodes": {"0": 220000000000, "1": 221000000000}, "gpus": [0, 0, 0, 0, 1, 1, 1, 1]}
+      contains:
+        nodes:
+          description: Bytes available on each node, by node number.
+          type: dict
+          sample: {"0": 220000000000, "1": 221000000000}
+        gpus:
+          description: The node of each GPU, GPU 0 first; null for a GPU without one; empty when unread.
+          type: list
+          elements: int
+          sample: [0, 0, 0, 0, 1, 1, 1, 1]
     model_config:
       description: The model's C(config.json); null when unreadable (see RV(facts.errors)).
       type: dict
@@ -237,6 +256,11 @@ from ansible_collections.sglang.deploy.plugins.module_utils._load import safeten
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import show as systemctl_show
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_gpu_topology import iommu_mode, parse_p2p
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_numa import (
+    node_available,
+    numa_stat_held,
+    parse_topo_numa,
+)
 
 # The facts use the first six; the driver's stamp records this very query (roles/nvidia_driver/vars/main.yml,
 # __nvidia_driver_manifest.commands), so one nvidia-smi call serves both (Answers). On a host whose GPUs are not
@@ -360,6 +384,51 @@ def unreclaimable_memory(group: str, roots: tuple[tuple[str, tuple[str, ...]], .
     return None
 
 
+NODE_ROOT = "/sys/devices/system/node"
+# memory.numa_stat of a control group: cgroup v2, then v1's memory hierarchy.
+NUMA_STAT_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/memory")
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def numa_memory(group: str, answers: Answers, gpu_count: int, node_root: str = NODE_ROOT,
+                numa_stat_roots: Sequence[str] = NUMA_STAT_ROOTS) -> tuple[dict[str, Any] | None, list[str]]:
+    """The nodes' available memory (with what the unit holds on each added back) and the node of each GPU; None
+    with fewer than two nodes. Notes say what could not be read."""
+    try:
+        names = sorted(name for name in os.listdir(node_root) if re.fullmatch(r"node\d+", name))
+    except OSError:
+        names = []
+    if len(names) < 2:
+        return None, []
+    held: dict[str, int] = {}
+    for root in numa_stat_roots if group else ():
+        text = read_text(f"{root}{group}/memory.numa_stat")
+        if text:
+            held = numa_stat_held(text)
+            break
+    nodes = {}
+    for name in names:
+        node = name[4:]
+        meminfo = read_text(os.path.join(node_root, name, "meminfo")) or ""
+        nodes[node] = node_available(meminfo) + held.get(node, 0)
+    gpus: list[int | None] = []
+    notes = []
+    if gpu_count:
+        topo = answers.ask(["topo", "-m"])
+        gpus = parse_topo_numa(topo.out) if topo.ok else []
+        if not gpus:
+            notes.append(f"nvidia-smi topo -m gave no NUMA affinity ({(topo.error or topo.out)[:200]}); the plan "
+                         "cannot check each NUMA node's memory")
+    return {"nodes": nodes, "gpus": gpus}, notes
+
+
 def foreign_compute_apps(module: AnsibleModule, nvidia_smi: str, own: set[int]) -> list[dict[str, Any]]:
     _answer, rows = smi.query(module, nvidia_smi, APP_FIELDS, what="compute-apps", strict=False)
     return [{"pid": int(row["pid"]), "name": row["process_name"], "used_memory_mib": row["used_memory"]}
@@ -436,6 +505,8 @@ def host_facts(module: AnsibleModule, unit: dict[str, str], answers: Answers) ->
     held = unreclaimable_memory(unit["ControlGroup"]) if unit.get("ControlGroup") else None
     facts["unit_memory_bytes"] = held if held is not None else unit_memory(unit.get("MemoryCurrent", ""))
     facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
+    facts["numa_memory"], numa_notes = numa_memory(unit.get("ControlGroup", ""), answers, facts.get("gpu_count") or 0)
+    notes += numa_notes
     errors = model_facts(facts, p)
     listening = listeners(module, p["port"]) if p["port"] else ""
     holder = port_holder(listening, own) if p["port"] else None

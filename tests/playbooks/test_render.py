@@ -82,7 +82,7 @@ def test_plan_refuses_hicache_size_300_naming_the_per_rank_meaning(tmp_path: Pat
     proc = run_playbook("playbooks/plan.yml", "-e", "hicache_size=300", "-e", f"plan_json={tmp_path}/plan.json")
     assert proc.returncode != 0
     assert "hicache_size (overrides sglang_hicache_size): 300 is GB per TP rank, not a total" in proc.stdout
-    assert "8 ranks x 302.19 GB" in proc.stdout and "449.00 GB" in proc.stdout
+    assert "8 ranks x 302.19 GB" in proc.stdout and "440.00 GB" in proc.stdout
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["gpu-node-1"]["ok"] is False and plan["gpu-node-1"]["host_kv_bytes_total"] > 2 * 10**12
 
@@ -185,3 +185,32 @@ def test_the_restart_decision_renders_what_the_deploy_writes(tmp_path: Path) -> 
     written = [(tmp_path / "gpu-node-1" / name).read_text() for name in FILES]
     assert lookups["rendered"] == written
     assert lookups["template"] == written
+
+
+RESOLVE_ONLY = """
+- name: Resolve as the named play does
+  hosts: sglang_workers
+  gather_facts: false
+  roles:
+    - role: sglang.deploy.sglang_config
+  tasks:
+    - name: Show the host memory the plan counted
+      ansible.builtin.debug:
+        msg: "HOSTMEM={{ sglang_config.checks.facts.host_mem_available_bytes | default('unset') }}"
+"""
+
+
+@pytest.mark.parametrize(("mode", "extra", "expected"), [
+    ("optional", [], "unset"),                       # a deploy's resolve: the host is read later (assess.yml)
+    ("required", [], "440000000000"),                # plan.yml: the example's offline figure
+    ("advisory", [], "440000000000"),                # render.yml
+    ("optional", ["-e", "sglang_host_memory_available_gb=300"], "300000000000"),  # a pinned figure wins everywhere
+    ("required", ["-e", "sglang_host_memory_available_gb=300"], "300000000000"),
+], ids=["deploy", "plan", "render", "pinned-deploy", "pinned-plan"])
+def test_the_offline_host_memory_is_counted_by_offline_plans_only(tmp_path: Path, mode: str, extra: list[str],
+                                                                  expected: str) -> None:
+    playbook = tmp_path / "resolve.yml"
+    playbook.write_text(RESOLVE_ONLY)
+    proc = run_playbook(str(playbook), "-e", f"sglang_config_plan={mode}", *extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"HOSTMEM={expected}" in proc.stdout

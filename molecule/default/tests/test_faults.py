@@ -215,6 +215,15 @@ def test_probe_refuses_a_host_without_nvcc(host: Any) -> None:
                 "toolchain: /usr/local/cuda-13.0/bin/nvcc is missing", "--tags", "service")
 
 
+def test_probe_refuses_a_host_where_sglangs_jit_cannot_link(host: Any) -> None:
+    """The link name cuda-cudart-dev installs: without it SGLang's JIT kernels (built while the weights load) do not
+    link; the probe's build of a tvm-ffi module, as SGLang's build.ninja makes it, shows it first."""
+    link = "/usr/local/cuda-13.0/lib64/libcudart.so"
+    probe_drill(host, f"mv {link} {link}.drill", f"mv {link}.drill {link}",
+                "sglang-jit: compute capability 12.0: the link against tvm-ffi and cudart failed: /usr/bin/ld: cannot "
+                "find -lcudart", "--tags", "service")
+
+
 def test_probe_refuses_a_model_the_service_user_cannot_read(host: Any) -> None:
     probe_drill(host, "chmod 0700 /models/kimi-k2.5", "chmod 0755 /models/kimi-k2.5",
                 "model: /models/kimi-k2.5/config.json: Permission denied (the service user sglang must be able",

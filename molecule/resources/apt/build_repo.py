@@ -113,11 +113,12 @@ else:
     for minor in minors:
         node("/dev/nvidiactl" if minor == 255 else "/dev/nvidia%d" % minor)
 """
-# Dummy nvcc (the CUDA compiler driver): `--version` prints what nvcc 13.0.88 prints; compiling a .cu file
-# checks that the toolkit's CUDA headers are installed and that the host C++ compiler (which the real
-# nvcc drives) compiles it, then writes the output file.
+# Dummy nvcc (the CUDA compiler driver): `--version` prints what nvcc 13.0.88 prints; a -gencode/-arch target it
+# does not know fails as nvcc 13.0.88 fails (tests/fixtures/cuda-toolchain/nvcc-13.0.88-gencode.json); compiling
+# a .cu file checks that the toolkit's CUDA headers are installed and has the host C++ compiler (which the real
+# nvcc drives) compile it as host code, with the -I, -D, -std and -Xcompiler flags given, into a real object.
 NVCC_SCRIPT = """#!/usr/bin/python3
-import os, shutil, subprocess, sys
+import os, re, shutil, subprocess, sys
 
 HOME = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 VERSION = (
@@ -127,10 +128,28 @@ VERSION = (
     "Cuda compilation tools, release {release}, V{version}\\n"
     "Build cuda_{release}.r{release}/compiler.36424714_0\\n"
 )
+# nvcc 13.0.88's targets (--list-gpu-arch), with "a" from 9.0 and "f" from 10.0 on.
+BASES = {"75", "80", "86", "87", "88", "89", "90", "100", "103", "110", "120", "121"}
+
+
+def known(target):
+    match = re.fullmatch(r"(?:compute|sm)_([0-9]+)([af]?)", target)
+    if not match or match.group(1) not in BASES:
+        return False
+    return match.group(2) == "" or int(match.group(1)) >= (90 if match.group(2) == "a" else 100)
+
+
 args = sys.argv[1:]
 if "--version" in args or "-V" in args:
     sys.stdout.write(VERSION)
     sys.exit(0)
+for arg in args:
+    given = arg.startswith(("-gencode", "-arch", "--gpu-arch"))
+    for target in re.findall(r"(?:compute|sm)_[0-9a-z]+", arg) if given else []:
+        if not known(target):
+            name = target.replace("sm_", "compute_")
+            sys.stderr.write("nvcc fatal   : Unsupported gpu architecture '" + name + "'\\n")
+            sys.exit(1)
 header = os.path.join(HOME, "include", "cuda_runtime.h")
 if not os.path.isfile(header):
     sys.stderr.write("nvcc fatal   : cuda_runtime.h: No such file or directory (package cuda-cudart-dev)\\n")
@@ -139,21 +158,44 @@ cxx = os.environ.get("CXX") or "c++"
 if shutil.which(cxx) is None:
     sys.stderr.write("sh: 1: " + cxx + ": not found\\nnvcc fatal   : Failed to preprocess host compiler properties.\\n")
     sys.exit(1)
-sources = [a for a in args if a.endswith(".cu")]
-out = args[args.index("-o") + 1] if "-o" in args else "a.out"
+host, sources, out, index = [], [], "a.out", 0
+while index < len(args):
+    arg = args[index]
+    if arg in ("-o", "-MF", "-Xcompiler") and index + 1 < len(args):
+        value = args[index + 1]
+        if arg == "-o":
+            out = value
+        else:
+            host += ["-MF", value] if arg == "-MF" else value.split(",")
+        index += 2
+        continue
+    if arg.endswith(".cu"):
+        sources.append(arg)
+    elif arg.startswith(("-I", "-D", "-std=", "-O", "-MD")):
+        host.append(arg)
+    index += 1
 for source in sources:
-    proc = subprocess.run([cxx, "-x", "c++", "-fsyntax-only", "-D__global__=", "-D__device__=", "-D__host__=",
-                           "-I", os.path.join(HOME, "include"), source])
+    proc = subprocess.run([cxx, "-x", "c++", "-D__global__=", "-D__device__=", "-D__host__=",
+                           "-I", os.path.join(HOME, "include"), *host, "-c", source, "-o", out])
     if proc.returncode:
         sys.exit(proc.returncode)
-open(out, "wb").close()
+if not sources:
+    open(out, "wb").close()
 """
-CUDA_RUNTIME_H = "/* Dummy CUDA runtime header (sglang-deploy sandbox). */\n#pragma once\n"
+# The runtime header, with the one runtime call the probe's module makes defined inline: no GPU, no libcudart.
+CUDA_RUNTIME_H = ("/* Dummy CUDA runtime header (sglang-deploy sandbox). */\n#pragma once\n"
+                  "/* cudaErrorNoDevice */\n"
+                  "static inline int cudaGetDeviceCount(int *count) { *count = 0; return 100; }\n")
+CURAND_H = "/* Dummy curand header (sglang-deploy sandbox). */\n#pragma once\n"
+# libcudart.so, the link-time name the -dev package adds: a GNU ld script here, which -lcudart finds as the
+# real symlink is found.
+LIBCUDART_SO = ("/* Dummy libcudart.so (sglang-deploy sandbox): the runtime is in cuda_runtime.h. */\n"
+                "INPUT(AS_NEEDED(-lc))\n")
 # CUDA toolkit components of the 13.0 Update 2 set, as roles/sglang_stack pins them.
 CUDA_PACKAGES = (("cuda-nvcc-13-0", "13.0.88-1"), ("cuda-crt-13-0", "13.0.88-1"), ("libnvvm-13-0", "13.0.88-1"),
                  ("libnvptxcompiler-13-0", "13.0.88-1"), ("cuda-cudart-13-0", "13.0.96-1"),
                  ("cuda-cudart-dev-13-0", "13.0.96-1"), ("cuda-driver-dev-13-0", "13.0.96-1"),
-                 ("cuda-cccl-13-0", "13.0.85-1"))
+                 ("cuda-cccl-13-0", "13.0.85-1"), ("libcurand-dev-13-0", "10.4.0.35-1"))
 
 # Kernel metapackages: a high epoch so that apt prefers them to Debian's real ones (which would pull
 # a real kernel's headers and a compiler into every sandbox host).
@@ -221,11 +263,15 @@ def persistenced_files() -> dict[str, tuple[str, int]]:
 
 
 def cuda_packages() -> list[Package]:
-    """The CUDA 13.0 toolkit pieces the JIT builds use: a dummy nvcc and the runtime header."""
+    """The CUDA 13.0 toolkit pieces the JIT builds use: a dummy nvcc, the runtime header and link name, curand's
+    headers."""
     home = "usr/local/cuda-13.0"
     nvcc = NVCC_SCRIPT.replace("{release}", "13.0").replace("{version}", "13.0.88")
     files = {"cuda-nvcc-13-0": {f"{home}/bin/nvcc": (nvcc, 0o755)},
-             "cuda-cudart-dev-13-0": {f"{home}/include/cuda_runtime.h": (CUDA_RUNTIME_H, 0o644)}}
+             "cuda-cudart-dev-13-0": {f"{home}/include/cuda_runtime.h": (CUDA_RUNTIME_H, 0o644),
+                                      f"{home}/lib64/libcudart.so": (LIBCUDART_SO, 0o644)},
+             "libcurand-dev-13-0": {f"{home}/include/{name}": (CURAND_H, 0o644)
+                                    for name in ("curand.h", "curand_kernel.h")}}
     return [Package(name, version, files=files.get(name, {}), description=f"CUDA 13.0 component {name}")
             for name, version in CUDA_PACKAGES]
 

@@ -15,12 +15,14 @@ simulator does, in the sandbox), else through torch, as the server does.
 from __future__ import annotations
 
 import errno
+import hashlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
 import os
 import pwd
+import random
 import re
 import shutil
 import socket
@@ -42,6 +44,11 @@ static struct PyModuleDef probe_module = {PyModuleDef_HEAD_INIT, "sglang_probe_c
 PyMODINIT_FUNC PyInit_sglang_probe_c(void) { return PyModule_Create(&probe_module); }
 """
 CUDA_KERNEL = "__global__ void sglang_probe_kernel(int *x) { x[0] = 1; }\n"
+# curand's headers: FlashInfer 0.7.2 compiles its sampling kernels when no kernel package serves the GPU, and they
+# include these, from $CUDA_HOME/include only (flashinfer data/include/flashinfer/sampling.cuh, jit/cpp_ext.py).
+CURAND_HEADERS = ("curand.h", "curand_kernel.h")
+# What the toolchain check found: nvcc's path and release, the C++ compiler (SGLang's JIT links with it).
+TOOLCHAIN: dict[str, str] = {}
 
 
 def report(check: str, ok: bool, detail: str) -> bool:
@@ -154,25 +161,34 @@ def compiler(env: str, names: tuple[str, ...]) -> str | None:
     return next((found for found in map(shutil.which, names) if found), None)
 
 
+def nvcc_problems(settings: dict[str, Any], cuda_home: str) -> tuple[list[str], list[str]]:
+    """nvcc of $CUDA_HOME at the stack's CUDA release, and curand's headers beside it: (problems, notes)."""
+    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else ""
+    if not cuda_home:
+        return ["CUDA_HOME is not set (the environment file sets it from sglang_cuda_version)"], []
+    if not os.access(nvcc, os.X_OK):
+        return [f"{nvcc} is missing (CUDA_HOME={cuda_home}; package cuda-nvcc of that release)"], []
+    code, out = run([nvcc, "--version"], timeout=60)
+    release = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
+    if code or not release:
+        return [f"{nvcc} --version failed: {last_lines(out)}"], []
+    if settings.get("cuda_version") and release.group(1) != settings["cuda_version"]:
+        return [f"nvcc is CUDA {release.group(1)}, the stack needs {settings['cuda_version']}"], []
+    TOOLCHAIN.update(nvcc=nvcc, release=release.group(1), version=release.group(2), cuda_home=cuda_home)
+    missing = [name for name in CURAND_HEADERS if not os.path.isfile(os.path.join(cuda_home, "include", name))]
+    if missing:
+        return [f"{', '.join(missing)} missing in {cuda_home}/include (package libcurand-dev of CUDA "
+                f"{release.group(1)}): FlashInfer's sampling kernels include them when it compiles them"], []
+    return [], [f"nvcc {release.group(2)}"]
+
+
 def check_toolchain(settings: dict[str, Any], work: str) -> bool:
     """What Triton (a C helper against the base interpreter's Python.h, built with gcc), and SGLang's,
     FlashInfer's and tvm-ffi's JIT kernels (nvcc from $CUDA_HOME, c++, ninja from PATH) need."""
-    problems, notes = [], []
+    TOOLCHAIN.clear()
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or ""
-    nvcc = os.path.join(cuda_home, "bin", "nvcc") if cuda_home else ""
-    if not cuda_home:
-        problems.append("CUDA_HOME is not set (the environment file sets it from sglang_cuda_version)")
-    elif not os.access(nvcc, os.X_OK):
-        problems.append(f"{nvcc} is missing (CUDA_HOME={cuda_home}; package cuda-nvcc of that release)")
-    else:
-        code, out = run([nvcc, "--version"], timeout=60)
-        release = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
-        if code or not release:
-            problems.append(f"{nvcc} --version failed: {last_lines(out)}")
-        elif settings.get("cuda_version") and release.group(1) != settings["cuda_version"]:
-            problems.append(f"nvcc is CUDA {release.group(1)}, the stack needs {settings['cuda_version']}")
-        else:
-            notes.append(f"nvcc {release.group(2)}")
+    problems, notes = nvcc_problems(settings, cuda_home)
+    nvcc = TOOLCHAIN.get("nvcc", "")
     cc, cxx, ninja = compiler("CC", ("gcc", "clang")), compiler("CXX", ("c++", "g++")), shutil.which("ninja")
     for name, found in (("a C compiler (gcc)", cc), ("a C++ compiler (c++)", cxx), ("ninja on PATH", ninja)):
         if not found:
@@ -182,6 +198,10 @@ def check_toolchain(settings: dict[str, Any], work: str) -> bool:
         problems.append(f"{include}/Python.h is missing (the base interpreter's headers: python3-dev)")
     if not problems:
         problems += compile_checks(cc or "", nvcc, include, work)
+    if problems:
+        TOOLCHAIN.clear()
+    else:
+        TOOLCHAIN["cxx"] = cxx or ""
     toolchain = [*notes, f"cc {cc}", f"c++ {cxx}", f"ninja {ninja}", f"Python.h in {include}"]
     detail = "; ".join(problems) if problems else ", ".join(toolchain)
     return report("toolchain", not problems, detail)
@@ -235,6 +255,12 @@ def check_flashinfer(settings: dict[str, Any]) -> bool:
     detail = "; ".join(problems) if problems else f"flashinfer {flashinfer} with " + ", ".join(found)
     return report("flashinfer", not problems, detail + ("" if not problems else
                   " (FlashInfer would compile or download kernels on first use)"))
+
+
+def gpu_capabilities() -> tuple[list[str], str]:
+    """The distinct compute capabilities of the host's GPUs ("12.0"), as nvidia-smi reports them, and its output."""
+    code, out = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=60)
+    return (sorted({line.strip() for line in out.splitlines() if line.strip()}) if code == 0 else []), out
 
 
 # FlashInfer 0.7's jit-cache is a shim requiring one kernel package per GPU architecture (flashinfer/__main__.py:221).
@@ -297,8 +323,7 @@ def check_flashinfer_kernels(settings: dict[str, Any]) -> bool | None:
               if KERNEL_PACKAGE.match(re.split(r"[=<>!~ ;\[]", requirement, maxsplit=1)[0].lower())]
     if not wanted:
         return report("flashinfer-kernels", True, f"flashinfer-jit-cache {shim} holds its kernels itself")
-    code, out = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=60)
-    capabilities = sorted({line.strip() for line in out.splitlines() if line.strip()}) if code == 0 else []
+    capabilities, out = gpu_capabilities()
     if not capabilities:
         return report("flashinfer-kernels", False, f"nvidia-smi gave no compute capability: {last_lines(out)}")
     cuda = str(settings.get("cuda_version") or "")
@@ -318,6 +343,238 @@ def check_flashinfer_kernels(settings: dict[str, Any]) -> bool | None:
         return report("flashinfer-kernels", False, "; ".join(problems) + ": FlashInfer would compile its kernels at "
                       "the first request, after the load (sglang_stack_flashinfer_kernels names the packages)")
     return report("flashinfer-kernels", True, "; ".join(served))
+
+
+# ---- SGLang's own JIT kernels ---------------------------------------------------------------------
+# SGLang 0.5.23 builds its JIT kernels (on sm120, the Marlin MoE kernels of INT4 checkpoints, while the weights
+# load) with nvcc against tvm-ffi, from a build.ninja of its own (sglang/kernels/jit/utils/compile/ninja.py):
+#   $nvcc -MD -MF $out.d -Xcompiler -fPIC -gencode=arch=compute_<t>,code=sm_<t> <spec flags> -I<tvm-ffi> -c
+#   $cxx $in -shared -L<tvm-ffi lib> -ltvm_ffi -L$CUDA_HOME/lib64 -lcudart -o $out
+# with the spec flags -DSGL_CUDA_ARCH=<major*100+minor*10> -std=c++20 -O3 --expt-relaxed-constexpr
+# (utils/arch.py get_default_target_flags; utils/compile/toolchain.py), then loads it with tvm_ffi.load_module.
+JIT_SOURCE = r"""#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+
+#include <cstdint>
+
+__global__ void sglang_probe_kernel(int64_t* out) { out[0] = SGL_CUDA_ARCH; }
+
+// The architecture the module was built for. It calls the CUDA runtime, so the link needs -lcudart as
+// SGLang's modules do.
+int64_t sglang_probe_arch(int64_t) {
+  int count = 0;
+  (void)cudaGetDeviceCount(&count);
+  return SGL_CUDA_ARCH;
+}
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(sglang_probe_arch, sglang_probe_arch);
+"""
+# Where the probe keeps its builds, under the service user's home as SGLang keeps its own (~/.cache/sglang/jit).
+JIT_CACHE = "~/.cache/sglang-deploy/probe-jit"
+
+
+def sglang_jit_target(capability: str, nvcc_release: str) -> tuple[str, int]:
+    """SGLang 0.5.23's JIT target for a GPU and the nvcc that builds for it (utils/arch.py, _cuda_arch_suffix):
+    "a" on 9.x and 10.x and above, "f" on 12.0 with nvcc 12.9 or newer, none below 9.0. Returns the target
+    ("120f") and SGL_CUDA_ARCH (1200)."""
+    major, minor = (int(part) for part in capability.strip().split(".", 1))
+    release = tuple(int(part) for part in nvcc_release.split(".")[:2])
+    if major == 9:
+        suffix = "a"
+    elif major == 12:
+        suffix = "f" if minor == 0 and release >= (12, 9) else "a"
+    else:
+        suffix = "a" if major >= 10 else ""
+    return f"{major}{minor}{suffix}", major * 100 + minor * 10
+
+
+def jit_commands(nvcc: str, cxx: str, cuda_home: str, target: str, arch: int, tvm: dict[str, Any],
+                 work: str) -> tuple[list[str], list[str], str]:
+    """The compile and link commands of SGLang's build.ninja for one .cu file, and the module they build."""
+    source, obj, module = (os.path.join(work, name) for name in ("sglang_probe_jit.cu", "sglang_probe_jit.o",
+                                                                 "sglang_probe_jit.so"))
+    includes = [f"-I{path}" for path in tvm["includes"]]
+    compile_cmd = [nvcc, "-MD", "-MF", f"{obj}.d", "-Xcompiler", "-fPIC",
+                   f"-gencode=arch=compute_{target},code=sm_{target}", f"-DSGL_CUDA_ARCH={arch}", "-std=c++20",
+                   "-O3", "--expt-relaxed-constexpr", *includes, "-c", source, "-o", obj]
+    link_cmd = [cxx, obj, "-shared", f"-L{tvm['lib_dir']}", f"-l{tvm['lib_name']}",
+                f"-L{os.path.join(cuda_home, 'lib64')}", "-lcudart", "-o", module]
+    return compile_cmd, link_cmd, module
+
+
+def tvm_ffi_paths() -> dict[str, Any]:
+    """tvm-ffi's headers and library, found as SGLang finds them (toolchain.py, tvm_ffi_paths)."""
+    from tvm_ffi.libinfo import find_dlpack_include_path, find_include_path, find_libtvm_ffi  # the virtualenv's
+
+    library = find_libtvm_ffi()
+    name = os.path.splitext(os.path.basename(library))[0]
+    return {"includes": list(dict.fromkeys([find_include_path(), find_dlpack_include_path()])),
+            "lib_dir": os.path.dirname(library), "lib_name": name[3:] if name.startswith("lib") else name,
+            "version": importlib.metadata.version("apache-tvm-ffi")}
+
+
+def file_identity(path: str) -> list[Any]:
+    """A file as the build cache sees it: what it resolves to, its size and modification time (a missing file
+    is an identity too, so a removed package changes the key)."""
+    try:
+        real = os.path.realpath(path)
+        stat = os.stat(real)
+    except OSError:
+        return [path, None]
+    return [real, stat.st_size, stat.st_mtime_ns]
+
+
+def jit_key(capability: str, tvm: dict[str, Any]) -> str:
+    """The build's key: its source and commands, and the identity of every file they read (nvcc, the C++
+    compiler, cudart's link name and header, tvm-ffi's library and headers). Like SGLang's own JIT cache, a build
+    is reused until one of them changes; a reused build is still loaded and called."""
+    target, arch = sglang_jit_target(capability, TOOLCHAIN["release"])
+    commands = jit_commands(TOOLCHAIN["nvcc"], TOOLCHAIN["cxx"], TOOLCHAIN["cuda_home"], target, arch, tvm, "@")
+    home = TOOLCHAIN["cuda_home"]
+    files = [TOOLCHAIN["nvcc"], shutil.which(TOOLCHAIN["cxx"]) or TOOLCHAIN["cxx"],
+             os.path.join(home, "lib64", "libcudart.so"), os.path.join(home, "include", "cuda_runtime.h"),
+             os.path.join(tvm["lib_dir"], f"lib{tvm['lib_name']}.so"),
+             *(os.path.join(include, header) for include in tvm["includes"]
+               for header in ("tvm/ffi/function.h", "dlpack/dlpack.h"))]
+    text = json.dumps([JIT_SOURCE, commands, [file_identity(path) for path in files]])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build_jit_module(capability: str, tvm: dict[str, Any], work: str) -> tuple[bool, str]:
+    """Build (or reuse the build of the same inputs), load and call one module for a compute capability, as
+    SGLang's JIT does."""
+    target, arch = sglang_jit_target(capability, TOOLCHAIN["release"])
+    cached = os.path.join(os.path.expanduser(JIT_CACHE), jit_key(capability, tvm), "sglang_probe_jit.so")
+    reused = os.path.isfile(cached)
+    if not reused:
+        compile_cmd, link_cmd, module = jit_commands(TOOLCHAIN["nvcc"], TOOLCHAIN["cxx"], TOOLCHAIN["cuda_home"],
+                                                     target, arch, tvm, work)
+        with open(compile_cmd[compile_cmd.index("-c") + 1], "w", encoding="utf-8") as handle:
+            handle.write(JIT_SOURCE)
+        flags = f"-std=c++20 -gencode=arch=compute_{target},code=sm_{target}"
+        for step, argv in (("nvcc " + flags, compile_cmd), ("the link against tvm-ffi and cudart", link_cmd)):
+            code, out = run(argv, timeout=600, cwd=work)
+            if code:
+                return False, f"compute capability {capability}: {step} failed: {last_lines(out)}"
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        os.replace(module, cached)
+    try:
+        import tvm_ffi  # the virtualenv's
+
+        answer = int(tvm_ffi.load_module(cached).sglang_probe_arch(0))
+    except Exception as error:
+        return False, f"compute capability {capability}: the module does not load: {str(error).splitlines()[0]}"
+    if answer != arch:
+        return False, f"compute capability {capability}: the module answered {answer}, built for {arch}"
+    return True, f"sm_{target} for compute capability {capability}{' (its build of the same inputs)' if reused else ''}"
+
+
+def sglang_builds_with_tvm_ffi() -> bool:
+    """Whether the installed SGLang requires apache-tvm-ffi (0.5.23 does); an SGLang the probe cannot read counts."""
+    try:
+        requires = importlib.metadata.requires("sglang") or []
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    return any(re.match(r"apache[-_.]tvm[-_.]ffi\b", requirement, re.IGNORECASE) for requirement in requires)
+
+
+def check_sglang_jit(settings: dict[str, Any], work: str) -> bool | None:
+    """A CUDA module built the way SGLang's JIT builds its kernels during the load (nvcc -std=c++20 for the
+    GPU's sm_120f, tvm-ffi's headers, -lcudart), loaded and called: on the reference host's INT4 checkpoint a
+    failure here is a failure after the weights are read."""
+    if str(settings.get("device") or "cuda") == "cpu":
+        return None
+    if not sglang_builds_with_tvm_ffi():
+        return report("sglang-jit", True, f"not needed: sglang {importlib.metadata.version('sglang')} does not build "
+                      "JIT kernels against tvm-ffi")
+    if not TOOLCHAIN:
+        return report("sglang-jit", False, "not built: the toolchain check failed")
+    try:
+        tvm = tvm_ffi_paths()
+    except (ImportError, RuntimeError, importlib.metadata.PackageNotFoundError) as error:
+        return report("sglang-jit", False, f"tvm-ffi, which SGLang's JIT kernels build against, is not usable in the "
+                      f"virtualenv (package apache-tvm-ffi): {error}")
+    capabilities, out = gpu_capabilities()
+    if not capabilities:
+        return report("sglang-jit", False, f"nvidia-smi gave no compute capability: {last_lines(out)}")
+    built, problems = [], []
+    for capability in capabilities:
+        ok, detail = build_jit_module(capability, tvm, work)
+        (built if ok else problems).append(detail)
+    if problems:
+        return report("sglang-jit", False, "; ".join(problems) + " (SGLang would fail the same way building its "
+                      "kernels during the load)")
+    return report("sglang-jit", True, f"built, loaded and called a tvm-ffi {tvm['version']} CUDA module as SGLang's "
+                  f"JIT does (nvcc {TOOLCHAIN['version']}, " + ", ".join(built) + ", -lcudart)")
+
+
+# ---- NUMA binding -----------------------------------------------------------------------------------
+# SGLang 0.5.23 binds a rank by writing a helper to /tmp, whatever TMPDIR says, and making it the interpreter of the
+# spawned process: "exec numactl <args> <python>" (srt/utils/numa_utils.py _create_numactl_executable), with the
+# strongest binding numactl accepts: --membind, then --preferred, then the CPUs alone (_probe_numactl_args).
+NUMA_HELPER_DIR = "/tmp"
+NODE_ROOT = "/sys/devices/system/node"
+
+
+def numa_binding(numactl: str, node: int) -> tuple[str | None, str]:
+    """The strongest binding to the node numactl applies in this sandbox, as SGLang tries them; (None, why)."""
+    strongest = f"--cpunodebind={node} --membind={node}"
+    out = ""
+    for candidate in (strongest, strongest.replace("--membind=", "--preferred="), f"--cpunodebind={node}"):
+        code, out = run([numactl, *candidate.split(), "true"], timeout=10)
+        if code == 0:
+            return candidate, ""
+    return None, last_lines(out)
+
+
+def numa_helper(numactl: str, binding: str, directory: str | None = None) -> tuple[bool, str]:
+    """Write SGLang's helper where SGLang writes it and run the interpreter through it."""
+    directory = directory or NUMA_HELPER_DIR
+    path = os.path.join(directory, f"sglang_temp_file_{time.time()}_{random.randrange(0, 10000000)}.sh")
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(f'#!/bin/sh\nexec numactl {binding} {sys.executable} "$@"')
+        os.chmod(path, 0o777)
+    except OSError as error:
+        return False, f"SGLang's NUMA helper cannot be written to {directory}: {error.strerror}"
+    try:
+        code, out = run([path, "-c", "print('sglang-numa-helper')"], timeout=60)
+    finally:
+        os.unlink(path)
+    if code or "sglang-numa-helper" not in out:
+        return False, f"SGLang's NUMA helper does not run from {directory} in the unit ({path}: {last_lines(out)})"
+    return True, f"SGLang's NUMA helper ran from {directory} (numactl {binding})"
+
+
+def check_numa(settings: dict[str, Any], node_root: str = NODE_ROOT) -> bool | None:
+    """With sglang_numa_bind: auto, SGLang's binding works in the unit's sandbox: numactl is there, a binding applies,
+    and the helper SGLang writes to /tmp runs (a noexec /tmp, as hardened hosts mount it, stops every rank). On a
+    host with one node SGLang binds nothing (numa_utils._is_numa_available), so what fails there is only reported."""
+    if settings.get("numa_bind") != "auto" or str(settings.get("device") or "cuda") == "cpu":
+        return None
+    nodes = sorted(name for name in (os.listdir(node_root) if os.path.isdir(node_root) else [])
+                   if re.fullmatch(r"node[0-9]+", name))
+    numactl = shutil.which("numactl")
+    binding, why = numa_binding(numactl, 0) if numactl else (None, "")
+    ok, detail = numa_helper(numactl, binding) if numactl and binding else (False, "")
+    if not numactl:
+        problem = ("numactl is not on the unit's PATH: SGLang binds nothing without it (role sglang_stack installs it "
+                   "with sglang_numa_bind: auto)")
+    elif binding is None:
+        problem = f"numactl applies no binding in the unit's sandbox ({why}); allowed: sglang_numa_bind: off"
+    elif not ok:
+        problem = (f"{detail}; allowed: sglang_numa_bind: off, or a /tmp that lets the unit run programs (mounted "
+                   "without noexec)")
+    else:
+        problem = ""
+    if len(nodes) < 2:
+        return report("numa", True, f"{len(nodes)} NUMA node: SGLang binds nothing on this host; "
+                      + (problem or detail))
+    if problem:
+        return report("numa", False, problem)
+    return report("numa", True, f"{len(nodes)} NUMA nodes: each rank runs bound to its GPU's node; {detail}")
 
 
 # ---- the GPUs -------------------------------------------------------------------------------------
@@ -495,6 +752,8 @@ def check_device(settings: dict[str, Any], work: str) -> None:
     except ImportError as error:
         report("cuda", False, f"the CUDA runtime cannot be loaded: {error}")
         backend = None
+    if backend is not None:
+        check_sglang_jit(settings, work)  # after the backend, which loads the CUDA runtime (torch) as SGLang does
     if backend is not None and check_gpus(settings, backend) and not settings.get("exclusive_process"):
         report("triton", *backend.triton(work))
         if settings.get("nccl"):
@@ -517,6 +776,7 @@ def main(argv: list[str]) -> int:
         check_toolchain(settings, work)
         check_flashinfer(settings)
         check_flashinfer_kernels(settings)
+        check_numa(settings)
         check_device(settings, work)
     ok = all(result["ok"] for result in RESULTS)
     print(json.dumps({"done": True, "ok": ok, "seconds": round(time.monotonic() - started, 1)}), flush=True)

@@ -155,7 +155,20 @@ def test_environment_is_typed_and_has_the_base_entries() -> None:
                              "CUDA_HOME": "/usr/local/cuda-13.0",
                              "PATH": "/opt/sglang/0.5.23/venv/bin:/usr/local/cuda-13.0/bin:/usr/local/sbin:"
                                      "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                             "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "OFF": "0"}
+                             "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "OFF": "0", "SGLANG_AUTO_NUMA_BIND": "false"}
+
+
+def test_numa_binding_is_the_inventorys_decision_either_way() -> None:
+    """SGLang 0.5.23 binds by default wherever numactl and a node1 exist (srt/environ.py SGLANG_AUTO_NUMA_BIND=True);
+    the environment says what the inventory chose."""
+    assert resolve()["env"]["SGLANG_AUTO_NUMA_BIND"] == "false" and resolve()["numa"] == {"bind": "off"}
+    auto = resolve(sglang_numa_bind="auto")
+    assert auto["env"]["SGLANG_AUTO_NUMA_BIND"] == "true" and auto["numa"] == {"bind": "auto"}
+    assert resolve(sglang_numa_bind="sometimes")["errors"] == [
+        "sglang_numa_bind: 'sometimes' is not a NUMA binding; allowed: off, auto"]
+    assert resolve(sglang_env={"SGLANG_AUTO_NUMA_BIND": "1"})["errors"] == [
+        "sglang_env['SGLANG_AUTO_NUMA_BIND']: is set by sglang_numa_bind (off); allowed: sglang_numa_bind: off or "
+        "auto, and no SGLANG_AUTO_NUMA_BIND in sglang_env"]
 
 
 def test_the_jit_toolchain_environment_follows_the_cuda_release_and_can_be_overridden() -> None:

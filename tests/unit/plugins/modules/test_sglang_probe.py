@@ -95,10 +95,10 @@ def test_flashinfer_prebuilt_kernels_must_match_flashinfers_version(monkeypatch:
     assert script.check_flashinfer({"flashinfer_prebuilt": ["flashinfer-cubin", "flashinfer-jit-cache"]})
 
 
-def test_the_toolchain_check_compiles_with_the_sandbox_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dummy nvcc of the sandbox's apt repository, with the real gcc and Python.h of this interpreter."""
+def sandbox_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The CUDA 13.0 packages of the sandbox's apt repository (dummy nvcc, headers, link name) as CUDA_HOME, a
+    ninja, and an nvidia-smi of two compute capability 12.0 GPUs on PATH."""
     build_repo = load_script(ROOT / "molecule" / "resources" / "apt" / "build_repo.py", "build_repo")
-
     home = tmp_path / "cuda-13.0"
     for package in build_repo.cuda_packages():
         for rel, (content, mode) in package.files.items():
@@ -106,22 +106,129 @@ def test_the_toolchain_check_compiles_with_the_sandbox_nvcc(tmp_path: Path, monk
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
             path.chmod(mode)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ninja").write_text("#!/bin/sh\n")
-    (bin_dir / "ninja").chmod(0o755)
+    fake_smi(tmp_path, monkeypatch, "12.0")
+    (tmp_path / "bin" / "ninja").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "ninja").chmod(0o755)
     monkeypatch.setenv("CUDA_HOME", str(home))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the probe keeps its builds under ~/.cache
+    (tmp_path / "work").mkdir()
+    return home
+
+
+def test_the_toolchain_check_compiles_with_the_sandbox_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dummy nvcc of the sandbox's apt repository, with the real gcc and Python.h of this interpreter."""
+    home, work = sandbox_cuda(tmp_path, monkeypatch), str(tmp_path / "work")
     script = probe_script()
-    work = tmp_path / "work"
-    work.mkdir()
-    assert script.check_toolchain({"cuda_version": "13.0"}, str(work)), script.RESULTS
+    assert script.check_toolchain({"cuda_version": "13.0"}, work), script.RESULTS
     assert script.RESULTS[-1]["detail"].startswith("nvcc 13.0.88, cc ")
-    assert not script.check_toolchain({"cuda_version": "12.8"}, str(work))
+    assert not script.check_toolchain({"cuda_version": "12.8"}, work)
     assert "nvcc is CUDA 13.0, the stack needs 12.8" in script.RESULTS[-1]["detail"]
+    curand = (home / "include" / "curand_kernel.h").read_text()
+    (home / "include" / "curand_kernel.h").unlink()
+    assert not script.check_toolchain({"cuda_version": "13.0"}, work)
+    assert "curand_kernel.h missing in" in script.RESULTS[-1]["detail"]
+    assert "(package libcurand-dev of CUDA 13.0)" in script.RESULTS[-1]["detail"]
+    (home / "include" / "curand_kernel.h").write_text(curand)
     (home / "include" / "cuda_runtime.h").unlink()
-    assert not script.check_toolchain({"cuda_version": "13.0"}, str(work))
+    assert not script.check_toolchain({"cuda_version": "13.0"}, work)
     assert "nvcc cannot compile a CUDA kernel" in script.RESULTS[-1]["detail"]
+
+
+def test_the_jit_check_builds_loads_and_calls_a_tvm_ffi_module(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the sandbox's nvcc (host code through the real c++), the real tvm-ffi of this virtualenv (requirements.txt)
+    and its real load_module; what each missing piece looks like."""
+    home, work = sandbox_cuda(tmp_path, monkeypatch), str(tmp_path / "work")
+    script = probe_script()
+    monkeypatch.setattr(script, "sglang_builds_with_tvm_ffi", lambda: True)  # as 0.5.23, whatever sglang is here
+    assert script.check_toolchain({"cuda_version": "13.0"}, work)
+    assert script.check_sglang_jit({}, work), script.RESULTS
+    assert "sm_120f for compute capability 12.0, -lcudart)" in script.RESULTS[-1]["detail"]
+    # The next probe of the same toolchain loads and calls that build instead of compiling again.
+    assert script.check_sglang_jit({}, work)
+    assert "sm_120f for compute capability 12.0 (its build of the same inputs)" in script.RESULTS[-1]["detail"]
+    assert script.check_sglang_jit({"device": "cpu"}, work) is None
+    (home / "lib64" / "libcudart.so").unlink()
+    assert not script.check_sglang_jit({}, work)
+    assert "the link against tvm-ffi and cudart failed" in script.RESULTS[-1]["detail"]
+    assert "cannot find -lcudart" in script.RESULTS[-1]["detail"]
+    paths = script.tvm_ffi_paths()
+    with monkeypatch.context() as patch:
+        patch.setattr(script, "tvm_ffi_paths", lambda: {**paths, "includes": [str(tmp_path / "no-such-dir")]})
+        assert not script.check_sglang_jit({}, work)
+    assert "nvcc -std=c++20 -gencode=arch=compute_120f,code=sm_120f failed" in script.RESULTS[-1]["detail"]
+    assert "dlpack/dlpack.h: No such file or directory" in script.RESULTS[-1]["detail"]
+    monkeypatch.setitem(sys.modules, "tvm_ffi.libinfo", None)
+    assert not script.check_sglang_jit({}, work)
+    assert "tvm-ffi, which SGLang's JIT kernels build against, is not usable" in script.RESULTS[-1]["detail"]
+    script.TOOLCHAIN.clear()
+    assert not script.check_sglang_jit({}, work)
+    assert script.RESULTS[-1]["detail"] == "not built: the toolchain check failed"
+
+
+def test_an_sglang_without_tvm_ffi_needs_no_jit_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script.importlib.metadata, "requires", lambda name: ["torch==2.9.1", "sgl-kernel==0.3.21"])
+    monkeypatch.setattr(script.importlib.metadata, "version", lambda name: "0.5.9")
+    assert script.check_sglang_jit({}, str(tmp_path)) is True
+    assert script.RESULTS[-1]["detail"] == "not needed: sglang 0.5.9 does not build JIT kernels against tvm-ffi"
+    monkeypatch.setattr(script.importlib.metadata, "requires", lambda name: ["apache-tvm-ffi==0.1.11"])
+    assert script.sglang_builds_with_tvm_ffi()
+
+
+# ---- SGLang's JIT build: the probe's commands against SGLang 0.5.23's own code and nvcc 13.0.88's answers ---------
+
+TOOLCHAIN_FIXTURES = ROOT / "tests" / "fixtures" / "cuda-toolchain"
+
+
+def sglang_suffix(major: int, minor: int, nvcc: tuple[int, int]) -> str:
+    """SGLang 0.5.23's _cuda_arch_suffix (copied verbatim, Apache-2.0) with its nvcc release."""
+    namespace: dict[str, Any] = {"_jit_cuda_version": lambda: nvcc}
+    source = (TOOLCHAIN_FIXTURES / "sglang-0.5.23-jit-_cuda_arch_suffix.py.txt").read_text()
+    exec(compile(source, "_cuda_arch_suffix", "exec"), namespace)  # a fixture's own code
+    return str(namespace["_cuda_arch_suffix"](major, minor))
+
+
+@pytest.mark.parametrize("nvcc", ["12.8", "12.9", "13.0"])
+def test_the_probe_targets_a_gpu_as_sglangs_jit_does(nvcc: str) -> None:
+    script = probe_script()
+    release = (int(nvcc.split(".", maxsplit=1)[0]), int(nvcc.split(".")[1]))
+    for major, minor in ((7, 5), (8, 0), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1)):
+        target, arch = script.sglang_jit_target(f"{major}.{minor}", nvcc)
+        assert target == f"{major}{minor}{sglang_suffix(major, minor, release)}", (major, minor)
+        assert arch == major * 100 + minor * 10
+    assert script.sglang_jit_target("12.0", "13.0") == ("120f", 1200)  # the reference host
+
+
+def test_the_probe_builds_with_the_flags_of_sglangs_build_ninja() -> None:
+    script = probe_script()
+    rules = json.loads((TOOLCHAIN_FIXTURES / "sglang-0.5.23-jit-build.json").read_text())
+    tvm = {"includes": ["/v/tvm_ffi/include"], "lib_dir": "/v/tvm_ffi/lib", "lib_name": "tvm_ffi"}
+    compile_cmd, link_cmd, module = script.jit_commands("/cuda/bin/nvcc", "c++", "/cuda", "120f", 1200, tvm, "/w")
+    values = {"target": "120f", "arch": "1200", "tvm_ffi_include": "/v/tvm_ffi/include",
+              "dlpack_include": "/v/tvm_ffi/include", "tvm_ffi_lib_dir": "/v/tvm_ffi/lib",
+              "tvm_ffi_lib_name": "tvm_ffi", "cuda_home": "/cuda"}
+    cudaflags = list(dict.fromkeys(flag.format(**values) for flag in rules["cudaflags"]))  # one -I for both dirs
+    assert compile_cmd == ["/cuda/bin/nvcc", "-MD", "-MF", "/w/sglang_probe_jit.o.d", *cudaflags, "-c",
+                           "/w/sglang_probe_jit.cu", "-o", "/w/sglang_probe_jit.o"]
+    assert link_cmd == ["c++", "/w/sglang_probe_jit.o", *(flag.format(**values) for flag in rules["ldflags"]), "-o",
+                        module]
+
+
+def test_the_sandbox_nvcc_knows_the_targets_nvcc_13_0_88_knows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = sandbox_cuda(tmp_path, monkeypatch)
+    answers = json.loads((TOOLCHAIN_FIXTURES / "nvcc-13.0.88-gencode.json").read_text())["targets"]
+    source = tmp_path / "work" / "t.cu"
+    source.write_text("__global__ void k(int *x) { x[0] = 1; }\n")
+    import subprocess
+
+    for target, real in answers.items():
+        proc = subprocess.run([str(home / "bin" / "nvcc"), "-Xcompiler", "-fPIC",
+                               f"-gencode=arch=compute_{target},code=sm_{target}", "-std=c++20", "-c", str(source),
+                               "-o", str(tmp_path / "work" / "t.o")], capture_output=True, text=True, check=False)
+        assert (proc.returncode == 0) == real["accepted"], (target, proc.stderr)
+        assert proc.stderr.strip() == real.get("stderr", ""), target
 
 
 class StubBackend:
@@ -227,8 +334,9 @@ def test_a_gpu_server_is_still_asked_for_cuda_and_nvml(monkeypatch: pytest.Monke
     monkeypatch.setattr(script, "cuda_backend", lambda: StubBackend(True))
     monkeypatch.setattr(script, "open_errors", lambda nodes, accept: [])
     monkeypatch.setattr(script, "check_nvml", lambda settings: script.report("nvml", True, "stub"))
+    monkeypatch.setattr(script, "check_sglang_jit", lambda settings, work: script.report("sglang-jit", True, "stub"))
     script.check_device({"gpus": 2, "nccl": False}, str(tmp_path))
-    assert [r["check"] for r in script.RESULTS] == ["cuda", "triton", "nvml"]
+    assert [r["check"] for r in script.RESULTS] == ["sglang-jit", "cuda", "triton", "nvml"]
 
 
 # ---- FlashInfer's kernel packages: the probe's reading of a GPU against FlashInfer 0.7.2's own code --------------
@@ -329,3 +437,59 @@ def test_a_jit_cache_that_holds_its_kernels_or_a_cpu_server_needs_no_kernel_pack
     assert script.check_flashinfer_kernels(settings) is True
     assert script.check_flashinfer_kernels({**settings, "device": "cpu"}) is None
     assert script.check_flashinfer_kernels({**settings, "flashinfer_prebuilt": []}) is None
+
+
+# ---- NUMA binding: SGLang's helper, run with the real numactl (scripts/setup.sh installs it) ---------------------
+
+def fake_nodes(tmp_path: Path, count: int) -> str:
+    root = tmp_path / "nodes"
+    for node in range(count):
+        (root / f"node{node}").mkdir(parents=True)
+    (root / "possible").write_text(f"0-{count - 1}\n")
+    return str(root)
+
+
+@pytest.fixture
+def noexec_dir(tmp_path: Path) -> Any:
+    """A tmpfs mounted noexec, as CIS baselines mount /tmp (the unit's PrivateTmp= inherits the flag)."""
+    import subprocess
+
+    path = tmp_path / "noexec"
+    path.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=1m", "tmpfs", str(path)],
+                           capture_output=True, text=True, check=False)
+    assert mount.returncode == 0, f"the test mounts a tmpfs (as root): {mount.stderr}"
+    yield str(path)
+    subprocess.run(["umount", str(path)], check=True)
+
+
+def test_numa_auto_runs_sglangs_helper_from_tmp(tmp_path: Path) -> None:
+    script = probe_script()
+    assert script.check_numa({"numa_bind": "off"}) is None
+    assert script.check_numa({"numa_bind": "auto", "device": "cpu"}) is None
+    assert script.check_numa({"numa_bind": "auto"}, fake_nodes(tmp_path, 2))
+    detail = script.RESULTS[-1]["detail"]
+    assert detail.startswith("2 NUMA nodes: each rank runs bound to its GPU's node; SGLang's NUMA helper ran from /tmp")
+    assert "(numactl --cpunodebind=0 " in detail
+    assert not [name for name in os.listdir("/tmp") if name.startswith("sglang_temp_file_")]  # it cleans up
+
+
+def test_numa_auto_is_refused_where_the_helper_cannot_run(tmp_path: Path, noexec_dir: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    monkeypatch.setattr(script, "NUMA_HELPER_DIR", noexec_dir)
+    assert not script.check_numa({"numa_bind": "auto"}, fake_nodes(tmp_path, 2))
+    detail = script.RESULTS[-1]["detail"]
+    assert f"SGLang's NUMA helper does not run from {noexec_dir} in the unit" in detail
+    assert "Permission denied" in detail and "allowed: sglang_numa_bind: off" in detail
+    # One node: SGLang binds nothing and never writes the helper, so the same sandbox passes, saying why.
+    assert script.check_numa({"numa_bind": "auto"}, fake_nodes(tmp_path / "one", 1))
+    assert script.RESULTS[-1]["detail"].startswith("1 NUMA node: SGLang binds nothing on this host; SGLang's NUMA "
+                                                   "helper does not run")
+
+
+def test_numa_auto_without_numactl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = probe_script()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not script.check_numa({"numa_bind": "auto"}, fake_nodes(tmp_path, 2))
+    assert script.RESULTS[-1]["detail"].startswith("numactl is not on the unit's PATH")
