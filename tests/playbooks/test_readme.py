@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import ROOT
+from helpers import ROOT, run_example
 
 README = ROOT / "README.md"
 README_MAX_LINES = 220
@@ -140,3 +140,23 @@ def test_extra_vars_are_read_somewhere(page: Path) -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     assert any(line.startswith("make test") for line in code(README)), "README.md must show `make test`"
     assert "exec make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readmes_plan_figures_are_what_their_sources_give(tmp_path: Path) -> None:
+    """The README's three KV-pool figures and where each comes from: the plan of the example inventory, the plan
+    calibrated from the simulator's log of that configuration, and the operator's report, which the log fixture's
+    README records (no log of that start exists). Issue 39: no simulator figure called real."""
+    text = " ".join(README.read_text().split())
+    estimate = run_example("playbooks/plan.yml", "-e", f"plan_json={tmp_path}/estimate.json")
+    log = "tests/fixtures/sglang-logs/real-host-config-0.5.23.log"
+    calibrated = run_example("playbooks/plan.yml", "-e", f"sglang_startup_log={log}",
+                             "-e", f"plan_json={tmp_path}/calibrated.json")
+    assert estimate.returncode == 0 and calibrated.returncode == 0, estimate.stdout[-2000:] + calibrated.stdout[-2000:]
+    tokens = {name: yaml.safe_load((tmp_path / f"{name}.json").read_text())["gpu-node-1"]["device_kv_tokens"]
+              for name in ("estimate", "calibrated")}
+    assert f"predicts a GPU KV pool of {tokens['estimate']:,} tokens per rank from the inventory alone" in text
+    assert f"{tokens['calibrated']:,} from a simulator log of that configuration" in text
+    fixture = " ".join((ROOT / "tests/fixtures/sglang-logs/README.md").read_text().split())
+    assert "which allocated **116,171** tokens per rank" in fixture and "No log of that host is public" in fixture
+    assert "reports that a real start of that host allocated 116,171; no log of it exists" in text
+    assert "A real start allocated" not in text

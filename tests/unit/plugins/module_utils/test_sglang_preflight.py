@@ -111,4 +111,9 @@ def test_a_typed_weight_size_far_from_the_hosts_files_is_reported() -> None:
         "sglang_model_weight_size: 547 GB is -7% off the 587.4 GB (547.0 GiB) of safetensors on the host, and the "
         "plan uses it; unset it to plan with the host's files"]
     assert preflight.weight_notes({"weight_bytes_total": None}, {"weight_bytes_total": files}) == []
+    # The sandbox's stand-in shards (a few KB) under a real checkpoint's size: the note says what that means.
+    assert preflight.weight_notes({"weight_bytes_total": "544 GiB"}, {"weight_bytes_total": 270_000}) == [
+        "sglang_model_weight_size: the plan counts 544 GiB of weights; the safetensors on the host sum to 0.000 GB, "
+        "under 1 % of that: stand-in shards (the sandbox's are a few KB each, its simulator plays the full size) or a "
+        "copy still missing its files (role sglang_weights verifies it against its manifest)"]
     assert preflight.weight_notes({"draft_weight_bytes_total": "1 GB"}, None) == []
