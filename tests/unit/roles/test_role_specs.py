@@ -27,3 +27,13 @@ def test_argument_specs_match_defaults(role: Path) -> None:
 def test_role_variables_carry_the_role_prefix(role: Path) -> None:
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text()) or {}
     assert all(name.startswith(role.name + "_") for name in defaults), sorted(defaults)
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda role: role.name)
+def test_every_declared_entry_point_has_its_task_file(role: Path) -> None:
+    """An entry point the specs (and the generated README) declare must exist: sglang_service declared a
+    `validate` whose task file was gone. `main` of a data-only role (sglang) has no tasks by design."""
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    missing = [name for name in specs if not (role / "tasks" / f"{name}.yml").exists()
+               and not (name == "main" and not (role / "tasks").exists())]
+    assert not missing, f"{role.name} declares entry points without a task file: {missing}"
