@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling multinode" "survival install" "default engine")
+  lanes=("rolling" "survival install multinode" "default engine")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"

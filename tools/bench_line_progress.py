@@ -40,7 +40,7 @@ def hook_module() -> Any:
 
 def per_write(stream: Any, text: str, writes: int) -> float:
     start = time.perf_counter()
-    for _ in range(writes):
+    for _write in range(writes):
         stream.write(text)
     return (time.perf_counter() - start) / writes
 
@@ -52,8 +52,8 @@ def main(argv: list[str]) -> int:
     wrapper = hook_module().LineProgressStream
     results = {}
     for name, text in SAMPLES.items():
-        direct = min(per_write(io.StringIO(), text, args.writes) for _ in range(3))
-        wrapped = min(per_write(wrapper(io.StringIO()), text, args.writes) for _ in range(3))
+        direct = min(per_write(io.StringIO(), text, args.writes) for _round in range(3))
+        wrapped = min(per_write(wrapper(io.StringIO()), text, args.writes) for _round in range(3))
         results[name] = {"chars": len(text), "direct_us": round(direct * 1e6, 2), "wrapped_us": round(wrapped * 1e6, 2),
                          "added_us": round((wrapped - direct) * 1e6, 2)}
         print(f"{name:<12} {len(text):>4} chars: {direct * 1e6:6.2f} us direct, {wrapped * 1e6:6.2f} us through the "
