@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the line-progress hook costs each write to the served interpreter's stderr (docs/installing.md).
 
     python tools/bench_line_progress.py [--writes 20000]
