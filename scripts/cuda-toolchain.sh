@@ -16,15 +16,10 @@ dest=${SGLANG_DEPLOY_CUDA_TOOLCHAIN:-/var/cache/sglang-deploy/cuda-13.0.88}
 pins=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-runtime==13.0.96
       nvidia-curand==10.4.0.35)
 want="${pins[*]}"
-if [ -f "$dest.complete" ] && [ -x "$dest/bin/nvcc" ] && [ "$(cat "$dest.complete")" = "$want" ]; then
-  echo "$dest"
-  exit 0
-fi
-pip=.venv/bin/pip
-[ -x "$pip" ] || pip=pip3
-mkdir -p "$(dirname "$dest")"
-fresh=$(mktemp -d "$dest.new.XXXXXX")
-trap 'rm -rf "$fresh"' EXIT
+# shellcheck source=scripts/machine-cache.sh
+. scripts/machine-cache.sh
+cache_reuse "$dest" "$want" -x "$dest/bin/nvcc"
+cache_begin "$dest"
 echo "cuda toolchain: downloading nvcc 13.0.88, the 13.0.96 runtime and curand into $dest (about 160 MB, once)" >&2
 "$pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$fresh/wheels" "${pins[@]}" \
   2>&1 | grep -v "^WARNING: Location" >&2 || true
@@ -60,8 +55,4 @@ done
 "$fresh/bin/nvcc" --version | grep -q "V13.0.88"
 rm -rf "$fresh/wheels"
 chmod 0755 "$fresh"
-rm -rf "$dest" "$dest.complete"
-mv "$fresh" "$dest"
-trap - EXIT
-echo "$want" > "$dest.complete"
-echo "$dest"
+cache_commit "$dest" "$want"

@@ -16,15 +16,10 @@ dest=${SGLANG_DEPLOY_ENGINE_WHEELHOUSE:-/var/cache/sglang-deploy/engine-wheelhou
 lock=molecule/resources/engine/requirements-cpu.txt
 uv=$(sed -n 's/^sglang_stack_uv_version: "\(.*\)"/\1/p' roles/sglang_stack/defaults/main.yml)
 want="$(sha256sum "$lock" | cut -c1-16) uv==$uv"
-if [ -f "$dest.complete" ] && [ -d "$dest" ] && [ "$(cat "$dest.complete")" = "$want" ]; then
-  echo "$dest"
-  exit 0
-fi
-pip=.venv/bin/pip
-[ -x "$pip" ] || pip=pip3
-mkdir -p "$(dirname "$dest")"
-fresh=$(mktemp -d "$dest.new.XXXXXX")
-trap 'rm -rf "$fresh"' EXIT
+# shellcheck source=scripts/machine-cache.sh
+. scripts/machine-cache.sh
+cache_reuse "$dest" "$want" -d "$dest"
+cache_begin "$dest"
 echo "engine wheelhouse: downloading the real SGLang's CPU dependency set into $dest (about 3.2 GB, once)" >&2
 # The wheels of the set it replaces are taken from there; only what the lock changed is downloaded.
 reuse=()
@@ -39,8 +34,4 @@ if [ "$found" -ne "$((expected + 1))" ]; then
   exit 1
 fi
 chmod 0755 "$fresh" && chmod 0644 "$fresh"/*.whl
-rm -rf "$dest" "$dest.complete"
-mv "$fresh" "$dest"
-trap - EXIT
-echo "$want" > "$dest.complete"
-echo "$dest"
+cache_commit "$dest" "$want"

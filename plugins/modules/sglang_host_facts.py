@@ -385,8 +385,8 @@ def unreclaimable_memory(group: str, roots: tuple[tuple[str, tuple[str, ...]], .
 
 
 NODE_ROOT = "/sys/devices/system/node"
-# memory.numa_stat of a control group: cgroup v2, then v1's memory hierarchy.
-NUMA_STAT_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/memory")
+# memory.numa_stat of a control group, where its memory.stat is: cgroup v2, then v1's memory hierarchy.
+NUMA_STAT_ROOTS = tuple(root for root, _keys in UNRECLAIMABLE)
 
 
 def read_text(path: str) -> str | None:
@@ -397,8 +397,8 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def numa_memory(group: str, answers: Answers, gpu_count: int, node_root: str = NODE_ROOT,
-                numa_stat_roots: Sequence[str] = NUMA_STAT_ROOTS) -> tuple[dict[str, Any] | None, list[str]]:
+def numa_facts(group: str, answers: Answers, gpu_count: int, node_root: str = NODE_ROOT,
+               numa_stat_roots: Sequence[str] = NUMA_STAT_ROOTS) -> tuple[dict[str, Any] | None, list[str]]:
     """The nodes' available memory (with what the unit holds on each added back) and the node of each GPU; None
     with fewer than two nodes. Notes say what could not be read."""
     try:
@@ -505,7 +505,7 @@ def host_facts(module: AnsibleModule, unit: dict[str, str], answers: Answers) ->
     held = unreclaimable_memory(unit["ControlGroup"]) if unit.get("ControlGroup") else None
     facts["unit_memory_bytes"] = held if held is not None else unit_memory(unit.get("MemoryCurrent", ""))
     facts["host_mem_available_bytes"] = mem_available() + facts["unit_memory_bytes"]
-    facts["numa_memory"], numa_notes = numa_memory(unit.get("ControlGroup", ""), answers, facts.get("gpu_count") or 0)
+    facts["numa_memory"], numa_notes = numa_facts(unit.get("ControlGroup", ""), answers, facts.get("gpu_count") or 0)
     notes += numa_notes
     errors = model_facts(facts, p)
     listening = listeners(module, p["port"]) if p["port"] else ""

@@ -426,11 +426,10 @@ def file_identity(path: str) -> list[Any]:
     return [real, stat.st_size, stat.st_mtime_ns]
 
 
-def jit_key(capability: str, tvm: dict[str, Any]) -> str:
+def jit_key(target: str, arch: int, tvm: dict[str, Any]) -> str:
     """The build's key: its source and commands, and the identity of every file they read (nvcc, the C++
     compiler, cudart's link name and header, tvm-ffi's library and headers). Like SGLang's own JIT cache, a build
     is reused until one of them changes; a reused build is still loaded and called."""
-    target, arch = sglang_jit_target(capability, TOOLCHAIN["release"])
     commands = jit_commands(TOOLCHAIN["nvcc"], TOOLCHAIN["cxx"], TOOLCHAIN["cuda_home"], target, arch, tvm, "@")
     home = TOOLCHAIN["cuda_home"]
     files = [TOOLCHAIN["nvcc"], shutil.which(TOOLCHAIN["cxx"]) or TOOLCHAIN["cxx"],
@@ -446,7 +445,7 @@ def build_jit_module(capability: str, tvm: dict[str, Any], work: str) -> tuple[b
     """Build (or reuse the build of the same inputs), load and call one module for a compute capability, as
     SGLang's JIT does."""
     target, arch = sglang_jit_target(capability, TOOLCHAIN["release"])
-    cached = os.path.join(os.path.expanduser(JIT_CACHE), jit_key(capability, tvm), "sglang_probe_jit.so")
+    cached = os.path.join(os.path.expanduser(JIT_CACHE), jit_key(target, arch, tvm), "sglang_probe_jit.so")
     reused = os.path.isfile(cached)
     if not reused:
         compile_cmd, link_cmd, module = jit_commands(TOOLCHAIN["nvcc"], TOOLCHAIN["cxx"], TOOLCHAIN["cuda_home"],

@@ -134,10 +134,10 @@ def test_the_host_facts_read_nodes_and_add_back_what_the_unit_holds(tmp_path: Pa
             return Answer()
 
     base = numa.node_available(fixture("numa/node0-meminfo-linux-6.18.txt"))
-    found, notes = facts.numa_memory("/system.slice/sglang-kimi.service", Answers(), 8,  # type: ignore[arg-type]
-                                     node_root=str(tmp_path / "node"), numa_stat_roots=(str(tmp_path / "cg"),))
+    found, notes = facts.numa_facts("/system.slice/sglang-kimi.service", Answers(), 8,  # type: ignore[arg-type]
+                                    node_root=str(tmp_path / "node"), numa_stat_roots=(str(tmp_path / "cg"),))
     assert notes == []
     assert found == {"nodes": {"0": base + 1010, "1": base + 2020}, "gpus": [0, 0, 0, 0, 1, 1, 1, 1]}
     (tmp_path / "node" / "node1" / "meminfo").unlink()
     (tmp_path / "node" / "node1").rmdir()
-    assert facts.numa_memory("", Answers(), 8, node_root=str(tmp_path / "node")) == (None, [])  # type: ignore[arg-type]
+    assert facts.numa_facts("", Answers(), 8, node_root=str(tmp_path / "node")) == (None, [])  # type: ignore[arg-type]
