@@ -203,7 +203,7 @@ def shape_plays(directory: Path, shape: Shape) -> tuple[Path, Path]:
     return plays[0], plays[1]
 
 
-READ_TASKS_FROM = "assess.yml"  # the validation play's task that resolves, reads and plans (playbooks/deploy.yml)
+READ_TASKS_FROM = "assess"  # the validation play's task that resolves, reads and plans (playbooks/deploy.yml)
 
 
 def deploy_read_vars(deploy: Path = ROOT / "playbooks" / "deploy.yml") -> dict[str, Any]:

@@ -23,6 +23,10 @@ description:
     that the install roles' stamps digest).
   - It changes no result and no output. A plugin it cannot load is left to the worker that needs it, as
     without this callback (the worker then reports the error).
+  - It does nothing when the run turns the fast no-op layer off (C(-e sglang_fast_noop=false), or the variable
+    in the first host's inventory; C(docs/fast-noop.md)). It does nothing either on an ansible-core release it
+    was not tested with (C(TESTED_ANSIBLE_CORE)), and says so in one warning, because it reads ansible-core's
+    loaders and one private attribute of its variable manager, which a release may change.
 requirements:
   - enabled in ansible.cfg (callbacks_enabled = sglang.deploy.prefork)
 author:
@@ -34,10 +38,15 @@ import pkgutil
 import sys
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import connection_loader, filter_loader, lookup_loader, test_loader
+from ansible.release import __version__ as ANSIBLE_CORE_VERSION
 
 COLLECTION = "sglang.deploy"
+# The ansible-core releases (major.minor) this callback was tested with (requirements.txt pins the controller's).
+TESTED_ANSIBLE_CORE = ("2.19",)
+SWITCH = "sglang_fast_noop"
 # Builtin lookups the roles call (every other builtin is loaded by the worker that needs it).
 BUILTIN_LOOKUPS = ("ansible.builtin.template", "ansible.builtin.fileglob", "ansible.builtin.file")
 
@@ -63,6 +72,20 @@ def jinja_plugin_name(collection: str, kind: str) -> str | None:
     return None
 
 
+def release_tested(version: str, releases: tuple[str, ...] = TESTED_ANSIBLE_CORE) -> bool:
+    """Whether an ansible-core version (2.19.14, 2.20.0rc1) is of a release the callback was tested with."""
+    return ".".join(version.split(".")[:2]) in releases
+
+
+def switched_off(value: Any) -> bool:
+    """Whether a value of sglang_fast_noop turns the layer off (unset: on; not a boolean: the variable check
+    refuses it, and the callback leaves the layer on)."""
+    try:
+        return value is not None and not boolean(value, strict=True)
+    except TypeError:
+        return False
+
+
 def collection_modules(collection: str) -> dict[str, Any]:
     """The collection's filter, test and lookup modules loaded so far, by module name."""
     prefix = f"ansible_collections.{collection}.plugins."
@@ -79,6 +102,8 @@ class CallbackModule(CallbackBase):
     def __init__(self) -> None:
         super().__init__()
         self._connections: set[str] = set()
+        self._decided = False  # whether the first play has decided if the callback works in this run
+        self._active = False
 
     def _load(self, what: str, load: Any) -> None:
         try:
@@ -86,7 +111,42 @@ class CallbackModule(CallbackBase):
         except Exception as error:  # pylint: disable=broad-except; the worker that needs it reports it
             self._display.vvv(f"prefork: {what} not loaded before the fork ({error})")
 
-    def v2_playbook_on_start(self, playbook: Any) -> None:
+    def v2_playbook_on_play_start(self, play: Any) -> None:
+        """Before the first task of each play forks a worker. The first play decides for the run, once it can read
+        the switch (-e, or the first host's inventory)."""
+        if not self._decided:
+            self._decided = True
+            self._active = self._works(play)
+            if self._active:
+                self._load_plugins()
+        if self._active:
+            self._load("the play's connection plugin", lambda: self._load_connection(play))
+
+    def _works(self, play: Any) -> bool:
+        if not release_tested(ANSIBLE_CORE_VERSION):
+            self._display.warning(f"sglang.deploy.prefork: not tested with ansible-core {ANSIBLE_CORE_VERSION} "
+                                  f"(tested: {', '.join(TESTED_ANSIBLE_CORE)}), so it does nothing; the run is as "
+                                  "without it, only slower (docs/fast-noop.md)")
+            return False
+        if switched_off(self._switch(play)):
+            self._display.vvv(f"sglang.deploy.prefork: {SWITCH} is off, nothing loaded before the forks")
+            return False
+        return True
+
+    @staticmethod
+    def _switch(play: Any) -> Any:
+        """sglang_fast_noop as -e gives it, else as the first host of the play has it (None: unset or unreadable)."""
+        try:
+            variables = play.get_variable_manager()
+            value = variables.extra_vars.get(SWITCH)
+            if value is not None:
+                return value
+            hosts = variables._inventory.get_hosts(play.hosts)  # pylint: disable=protected-access
+            return variables.get_vars(play=play, host=hosts[0]).get(SWITCH) if hosts else None
+        except Exception:  # pylint: disable=broad-except; an unreadable pattern leaves the layer on
+            return None
+
+    def _load_plugins(self) -> None:
         for loader, kind, builtin in ((filter_loader, "filter", "ansible.builtin.to_json"),
                                       (test_loader, "test", "ansible.builtin.match")):
             for name in (builtin, jinja_plugin_name(COLLECTION, kind)):
@@ -99,9 +159,6 @@ class CallbackModule(CallbackBase):
         for name, module in sorted(collection_modules(COLLECTION).items()):
             if callable(getattr(module, "before_fork", None)):
                 self._load(f"{name}.before_fork()", module.before_fork)
-
-    def v2_playbook_on_play_start(self, play: Any) -> None:
-        self._load("the play's connection plugin", lambda: self._load_connection(play))
 
     def _load_connection(self, play: Any) -> None:
         """The connection plugin of the play's first host, as its variables name it (ansible_connection), with

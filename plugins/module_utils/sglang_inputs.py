@@ -2,16 +2,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check every variable a user gives, for every role, before any play changes a host.
 
-The roles are entered through ``tasks_from`` (deploy, render, plan), where Ansible never validates
-their argument specs; this module does, for all of them at once, and adds what an argument spec
-cannot say: ranges, characters that would break a unit, environment or config line, paths systemd
-reads, names it refuses, conditions that would only fail when the server starts, typos of our
-variable names, and internal switches set from outside.
+Ansible validates each entry point's argument spec when a play enters it, one role at a time, after earlier
+plays may have changed hosts. This module checks every role's at once, first (``playbooks/check.yml``), with
+Ansible's own validator (``ArgumentSpecValidator``: the type conversion and the choices are Ansible's), and adds
+what an argument spec cannot say: stricter shapes (a string that is not a mapping, a list given as a list, no
+bool for a number), ranges, characters that would break a unit, environment or config line, paths systemd
+reads, names it refuses, conditions that would only fail when the server starts, typos of our variable names,
+and internal switches set from outside.
 
 ``check(given, names, specs)``: ``given`` maps each variable the user set (inventory or ``-e``) to
 its value, ``names`` is every variable name the host has (for typos), ``specs`` maps role name to
 the ``options`` of its ``main`` entry point. Returns refusals, each "<variable>: <why>; allowed: ...".
-Standard library only.
+Standard library and ansible-core's module_utils only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import json
 import os
 import re
 from typing import Any
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import ArgumentValueError
 
 from ._stall import ALLOWED as STALL_ALLOWED
 from ._stall import stall_bounds
@@ -189,24 +194,43 @@ def _option(name: str, var: str, value: Any, option: dict[str, Any]) -> list[str
         if value == "" and name in ALIASES:
             return [f"{name}: is given empty; allowed: {ROWS[var].allowed if var in ROWS else 'a value'}, or leave "
                     "it out"]
-        return []
+        return ansible_checked(name, value, option)[1]  # empty is unset, unless the entry point's check refuses it
     try:
-        typed = _typed(value, kind, option)
+        _typed(value, kind, option)  # the shapes a spec cannot make strict (a bool is no number, "a,b" no list)
     except ValueError as exc:
         word = "off" if value is False else "on"
         if isinstance(value, bool) and word in (option.get("choices") or []):
             return [f"{name}: is the bool {value}, which is how YAML reads a bare {word}; allowed: "
                     f"{', '.join(map(str, option['choices']))}, quoted (\"{word}\")"]
         return [f"{name}: {exc}"]
-    errors = []
-    choices = option.get("choices")
-    if choices and typed not in choices:
-        near = [c for c in choices if str(c).lower() == str(typed).lower()]
-        hint = f" (did you mean {near[0]}?)" if near else ""
-        errors.append(f"{name}: {typed!r} is not one of the choices{hint}; allowed: {', '.join(map(str, choices))}")
+    typed, errors = ansible_checked(name, value, option)
+    if errors:
+        return errors
     if kind in ("int", "float") and var not in ROWS:
         errors += _range(name, var, typed, kind)
     return errors + [f"{name}{problem}" for rule in _RULES for problem in rule(var, typed)]
+
+
+def ansible_checked(name: str, value: Any, option: dict[str, Any]) -> tuple[Any, list[str]]:
+    """The value as Ansible's argument-spec validator converts it (type, elements, choices: what the entry point's
+    own validation will see), and its refusals in this module's form."""
+    spec = {key: option[key] for key in ("type", "elements", "choices") if key in option}
+    result = ArgumentSpecValidator({name: spec}).validate({name: value})
+    typed = result.validated_parameters.get(name, value)
+    errors = []
+    for error in result.errors:
+        choices = option.get("choices") or []
+        if isinstance(error, ArgumentValueError) and choices:
+            near = [c for c in choices if str(c).lower() == str(typed).lower()]
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            errors.append(f"{name}: {typed!r} is not one of the choices{hint}; allowed: "
+                          f"{', '.join(map(str, choices))}")
+        elif value == "":
+            errors.append(f"{name}: is given empty; allowed: a value of type {spec.get('type', 'str')}, or leave it "
+                          "out")
+        else:
+            errors.append(f"{name}: {error}; allowed: a value of type {spec.get('type', 'str')}")
+    return typed, errors
 
 
 def _paths(var: str, typed: Any) -> list[str]:

@@ -186,7 +186,7 @@ def _class8(add: Add) -> None:
 
 def _class9(add: Add) -> None:
     """Internal switches given from outside."""
-    for name in ("__sglang_service_must_restart", "__sglang_config_variable_errors",
+    for name in ("__sglang_service_must_restart", "sglang_config_variable_errors", "sglang_service_deploy_plan",
                  "__sglang_service_restart_decided", "__nvidia_driver_reboot_needed"):
         add(9, f"internal-{name}", {name: False})
 

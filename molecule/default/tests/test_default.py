@@ -177,18 +177,50 @@ def task_results(output: str, task: str) -> list[str]:
     return [line for line in block.group(0).splitlines()[1:] if re.match(r"^(ok|changed|skipping|fatal):", line)]
 
 
+PLAN_TASK = "Say which servers restart, in which batch, and which are left alone"
+# The no-op's tasks on the server's host (ok + skipped in the recap; docs/fast-noop.md). A regression of the fast
+# no-op layer shows here as a count, which does not depend on how busy the machine is.
+NOOP_TASKS_AT_MOST = 40
+
+
+def rollout_plan(output: str) -> str:
+    """What the deploy printed as its rollout plan (the task's output without profile_tasks' timing lines)."""
+    block = re.search(rf"^TASK \[{re.escape(PLAN_TASK)}\].*?(?=^TASK \[|^PLAY )", output, re.S | re.M)
+    assert block, why(output)
+    return "\n".join(line for line in block.group(0).splitlines()[1:]
+                     if not re.match(r"^(\w+day \d+ \w+ \d{4} |\*+$)", line.strip()))
+
+
 def test_noop_deploy_changes_and_restarts_nothing(host: Any) -> None:
     before = show(host, "InvocationID", "MainPID", "NRestarts")
     rc, out, seconds = deploy("-e", "hicache_ratio=2.0")
     assert rc == 0, why(out)
-    assert recap(out, "sglang-molecule-default")["changed"] == 0, why(out)
+    counts = recap(out, "sglang-molecule-default")
+    assert counts["changed"] == 0, why(out)
     after = show(host, "InvocationID", "MainPID", "NRestarts")
     assert after == before
     # The install roles found the host as they left it (their stamps): the install play had no host.
     assert play_has_no_hosts(out, INSTALL_PLAY), why(out)
     assert "runs on sglang-molecule-default" not in out
-    print(f"MEASURED no-op deploy wall time: {seconds:.1f} s, {recap(out, 'sglang-molecule-default')}; "
+    assert counts["ok"] + counts["skipped"] <= NOOP_TASKS_AT_MOST, (counts, why(out))
+    print(f"MEASURED no-op deploy wall time: {seconds:.1f} s, {counts}; "
           f"systemctl show before={before} after={after}")
+    # The fast no-op layer off (docs/fast-noop.md): every role runs all its tasks, and decides the same - nothing
+    # changes, nothing restarts, the same rollout plan. Then on again: the stamps the roles recorded hold.
+    rc, slow, slow_seconds = deploy("-e", "hicache_ratio=2.0", "-e", "sglang_fast_noop=false")
+    assert rc == 0, why(slow)
+    slow_counts = recap(slow, "sglang-molecule-default")
+    assert slow_counts["changed"] == 0, why(slow)
+    assert show(host, "InvocationID", "MainPID", "NRestarts") == before
+    assert rollout_plan(slow) == rollout_plan(out), why(slow)
+    assert not play_has_no_hosts(slow, INSTALL_PLAY), why(slow)
+    assert "nvidia_driver runs on sglang-molecule-default: the stamps are not trusted in this run" in slow, why(slow)
+    rc, again, _seconds = deploy("-e", "hicache_ratio=2.0")
+    assert rc == 0 and recap(again, "sglang-molecule-default")["changed"] == 0, why(again)
+    assert play_has_no_hosts(again, INSTALL_PLAY) and rollout_plan(again) == rollout_plan(out), why(again)
+    print(f"MEASURED no-op deploy, fast layer on: {seconds:.1f} s, {counts['ok'] + counts['skipped']} tasks on the "
+          f"server's host; off (-e sglang_fast_noop=false): {slow_seconds:.1f} s, "
+          f"{slow_counts['ok'] + slow_counts['skipped']} tasks")
 
 
 def test_a_host_that_moved_since_the_last_deploy_is_put_back_and_says_why(host: Any) -> None:

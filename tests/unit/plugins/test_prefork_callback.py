@@ -27,6 +27,7 @@ SCRIPT = textwrap.dedent("""
 
     class Variables:
         _inventory = Inventory()
+        extra_vars = {"sglang_fast_noop": "false"} if sys.argv[2] == "off" else {}
         def get_vars(self, play, host):
             return {"ansible_connection": "community.docker.docker"}
 
@@ -35,8 +36,13 @@ SCRIPT = textwrap.dedent("""
         def get_variable_manager(self):
             return Variables()
 
+    from ansible_collections.sglang.deploy.plugins.callback import prefork
+    if sys.argv[2] == "untested":
+        prefork.ANSIBLE_CORE_VERSION = "2.99.0"
     callback = CallbackModule()  # loading the callback (Ansible does it at start) loads nothing else
-    if sys.argv[2] == "warm":
+    warnings = []
+    callback._display.warning = warnings.append
+    if sys.argv[2] != "cold":
         callback.v2_playbook_on_start(None)
         callback.v2_playbook_on_play_start(Play())
     read, write = os.pipe()
@@ -55,7 +61,7 @@ SCRIPT = textwrap.dedent("""
         sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
         ops.stamp_digest({}, [ops.role_dir("nvidia_driver"), ops.role_dir("nvidia_driver") + "/../../plugins"])
         variable_problems._specs(variable_problems.ROLES)
-        os.write(write, json.dumps({"imported": imported, "opened": opened}).encode())
+        os.write(write, json.dumps({"imported": imported, "opened": opened, "warnings": warnings}).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:  # to the end first: a child writing more than a pipe holds never blocks
@@ -83,7 +89,30 @@ def test_without_it_every_worker_imports_the_collections_plugins_and_reads_their
 
 
 def test_with_it_a_worker_imports_nothing_and_reads_no_file_of_the_collection() -> None:
-    assert the_worker("warm") == {"imported": [], "opened": []}
+    assert the_worker("warm") == {"imported": [], "opened": [], "warnings": []}
+
+
+def test_the_switch_and_an_untested_ansible_core_leave_every_worker_as_without_it() -> None:
+    """-e sglang_fast_noop=false turns it off quietly; an ansible-core release it was not tested with, with a
+    warning that names the release. Either way the worker loads what it would without the callback."""
+    def collections(worker: dict[str, list[str]]) -> list[str]:
+        return [name for name in worker["imported"] if name.startswith("ansible_collections.")]
+
+    cold = the_worker("cold")
+    off = the_worker("off")
+    assert collections(off) == collections(cold) and off["opened"] == cold["opened"] and off["warnings"] == []
+    assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in collections(off)
+    untested = the_worker("untested")
+    assert collections(untested) == collections(cold) and untested["opened"] == cold["opened"]
+    assert len(untested["warnings"]) == 1 and "not tested with ansible-core 2.99.0" in untested["warnings"][0]
+
+
+def test_which_releases_and_values_count() -> None:
+    from ansible_collections.sglang.deploy.plugins.callback.prefork import release_tested, switched_off
+
+    assert [release_tested(v) for v in ("2.19.14", "2.19.0rc1", "2.20.0", "2.1.9")] == [True, True, False, False]
+    assert [switched_off(v) for v in (None, True, "true", "yes", False, "false", "no", 0, "maybe")] == [
+        False, False, False, False, True, True, True, True, False]
 
 
 def test_a_plugin_it_cannot_load_is_left_to_the_worker() -> None:

@@ -159,7 +159,7 @@ def test_the_cpu_budget_is_what_an_added_host_may_use_for_the_least_wall_to_meet
 def test_the_minimum_reads_each_host_with_the_deploys_own_arguments(tmp_path: Path) -> None:
     read_vars = bench.deploy_read_vars()
     assert read_vars["sglang_config_stamps"] == ["nvidia_driver", "sglang_stack", "sglang_weights"]
-    assert "__sglang_service_all_files" in read_vars["sglang_config_deployed_files"]
+    assert "sglang_service_all_files" in read_vars["sglang_config_deployed_files"]
     play = yaml.safe_load(bench.minimum_play(tmp_path, read_vars).read_text())[0]
     assert (play["hosts"], play["gather_facts"]) == ("sglang_workers", False)
     imports = [(task["ansible.builtin.import_role"]["name"], task["ansible.builtin.import_role"]["tasks_from"])

@@ -215,3 +215,30 @@ def test_systemd_words_reads_what_systemd_reads() -> None:
     """The test's own reader against a unit systemd itself accepted (tests of the tests)."""
     assert systemd_words('"a b" c\\"d %%n $$HOME') == ["a b", 'c"d', "%n", "$HOME"]
     assert env_value('A="x\\"y\\\\z\\$"') == ("A", 'x"y\\z$')
+
+
+# --- the front check and Ansible's own entry-point validation never disagree ---------------------------------
+
+OPTIONS = sorted({(name, role): option or {} for role, options in SPECS.items()
+                  for name, option in (options or {}).items()}.items())
+ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                      st.text(max_size=12), st.sampled_from(["on", "off", "yes", "12", "1.5", "a,b", "strict"]),
+                      st.lists(st.text(max_size=6), max_size=3), st.dictionaries(st.text(max_size=4), st.integers()))
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(index=st.integers(0, len(OPTIONS) - 1), value=ANY_VALUE)
+def test_a_value_the_check_accepts_passes_ansibles_own_validation_as_the_same_value(index: int, value: Any) -> None:
+    """What the front check (check.yml) lets through, the entry point's validate_argument_spec accepts too, with
+    the same conversion: the check is Ansible's validator plus stricter rules, never a second opinion."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    (name, _role), option = OPTIONS[index]
+    errors = sglang_inputs.check({name: value}, [name], SPECS)
+    if any(error.startswith(name) for error in errors):
+        return
+    spec = {key: option[key] for key in ("type", "elements", "choices") if key in option}
+    result = ArgumentSpecValidator({name: spec}).validate({name: value})
+    assert not list(result.errors), (name, value, [str(e) for e in result.errors])
+    typed, problems = sglang_inputs.ansible_checked(name, value, option)
+    assert problems == [] and typed == result.validated_parameters.get(name, value)
