@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.deploy.plugins.module_utils import sglang_startup
-from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_startup, sglang_waiter
 from helpers import load_script, wait_for
 from sim_helpers import (
     REAL_CATALOG_DIR,
@@ -401,11 +400,11 @@ def given_settings() -> list[str]:
 
 
 def test_the_package_reads_the_simulators_start_as_the_real_one(recorded_run: Run) -> None:
-    """The readiness waiter's phases (plugins/modules/sglang_ready.py) and the startup reader's figures
+    """The readiness waiter's phases (plugins/module_utils/sglang_waiter.py) and the startup reader's figures
     (plugins/module_utils/sglang_startup.py) come out of both logs alike."""
     real_text = REAL_START.read_text()
-    assert sglang_ready.PHASES
-    for marker, name, _stall in sglang_ready.PHASES:
+    assert sglang_waiter.PHASES
+    for marker, name, _stall in sglang_waiter.PHASES:
         if marker.search(real_text):
             assert marker.search(recorded_run.stderr), f"no line of the phase {name!r} ({marker.pattern})"
     real, simulated = sglang_startup.read(real_text), sglang_startup.read(recorded_run.stderr)
@@ -535,7 +534,7 @@ def test_an_8_rank_start_has_every_phase_and_real_shaped_lines(tp8: tuple[str, s
     """Every readiness phase is there (CUDA graphs and the HiCache host pool too), each scheduler line carries its
     rank as SGLang writes it with tp_size > 1 (" TPn"), and the lines of the real kinds keep the real shapes."""
     log = tp8[1]
-    for marker, name, _stall in sglang_ready.PHASES:
+    for marker, name, _stall in sglang_waiter.PHASES:
         assert marker.search(log), f"no line of the phase {name!r} ({marker.pattern})"
     simulated = records(log)
     assert sorted({r.ranks for r in simulated if r.kind == "Load weight begin."}) == sorted(

@@ -316,7 +316,7 @@ def test_bad_input_is_refused_before_any_byte_changes(host: Any, extra: list[str
 
 def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     """A crash during the load fails the wait on the crash itself (the waiter follows the invocation and
-    fails within one poll interval, plugins/modules/sglang_ready.py), not on a stall bound or the timeout.
+    fails within one poll interval, plugins/module_utils/sglang_waiter.py), not on a stall bound or the timeout.
     How long that took is a measurement (MEASURED), not a pass criterion: a busy machine stretches it."""
     digest = files_digest(host)
     crash_env = json.dumps({"sglang_env": dict(SANDBOX_ENV, SGLANG_SIM_FAULT="crash_at=40")})

@@ -55,7 +55,7 @@ FIXTURES = PROJECT / "tests" / "fixtures" / "sglang-engine"
 # group_vars/sglang_workers.yml's extra arguments: a drill that changes them gives the whole mapping with -e.
 EXTRA_ARGS: dict[str, Any] = yaml.safe_load((Path(__file__).parents[1] / "group_vars" / "sglang_workers.yml")
                                             .read_text())["sglang_extra_args"]
-# The phases the readiness wait names from 0.5.23's own lines (plugins/modules/sglang_ready.py PHASES), in order.
+# The phases the readiness wait names from 0.5.23's own lines (plugins/module_utils/sglang_waiter.py PHASES), in order.
 REAL_PHASES = ["initialising torch.distributed", "loading weights", "weights loaded", "allocating KV cache",
                "starting HTTP server", "warming up", "fired up"]
 

@@ -6,21 +6,20 @@ import datetime
 from pathlib import Path
 
 import pytest
-from ansible_collections.sglang.deploy.plugins.module_utils import _load
+from ansible_collections.sglang.deploy.plugins.module_utils import _load, sglang_waiter
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_startup import read
-from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
 from helpers import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang-logs"
 IDENTITY = {"version": "0.5.23", "model_path": "/models/kimi-k2.5", "tp_size": 8, "mem_fraction_static": 0.85}
 
 
-def replay(path: Path) -> tuple[sglang_ready.Progress, float]:
+def replay(path: Path) -> tuple[sglang_waiter.Progress, float]:
     """A pinned version's startup log fed with its own timestamps; (progress, seconds to the last line)."""
     lines = path.read_text().splitlines()
     stamp = [datetime.datetime.strptime(line[1:20], "%Y-%m-%d %H:%M:%S").timestamp() for line in lines
              if line.startswith("[20")]
-    progress = sglang_ready.Progress(stamp[0])
+    progress = sglang_waiter.Progress(stamp[0])
     when = stamp[0]
     for line in lines:
         if line.startswith("[20"):
@@ -47,7 +46,7 @@ def test_the_timings_of_every_pinned_versions_log_add_up_to_the_load(version: st
 
 
 def test_the_longest_silence_of_a_phase_is_kept() -> None:
-    progress = sglang_ready.Progress(0.0)
+    progress = sglang_waiter.Progress(0.0)
     progress.begin(0.0)
     for at, line in ((1, "[t TP0] Load weight begin. avail mem=93.82 GB"),
                      (11, "Multi-thread loading shards:  50% Completed | 1/2"),
