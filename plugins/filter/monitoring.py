@@ -1,6 +1,7 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of monitoring: the fleet's Prometheus targets, alert rules and Grafana dashboard."""
+"""Filters of monitoring: the fleet's Prometheus targets, alert rules and Grafana dashboard. Each filter is documented
+in its sidecar file, <filter>.yml."""
 
 from __future__ import annotations
 
@@ -8,35 +9,7 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sglang.deploy.plugins.filter.ops import _units_per_batch, rollout_units
-from ansible_collections.sglang.deploy.plugins.module_utils import sglang_dashboard, sglang_monitoring
-
-DOCUMENTATION = r"""
-name: monitoring_server
-short_description: The fleet's Prometheus targets, alert rules and Grafana dashboard
-description:
-  - C(sglang.deploy.monitoring_server) gives what Prometheus watches of one resolved host,
-    C(sglang_config | monitoring_server(inventory_hostname, sglang_ready_timeout, sglang_monitoring_load_budget)),
-    or none when it serves no /metrics (not rank 0, or metrics off).
-  - C(sglang.deploy.monitoring_targets) gives the file_sd target groups of the servers and routers.
-  - C(sglang.deploy.alert_rules) gives the rule file's YAML text,
-    C(servers | alert_rules(routers, groups, serial, options)).
-  - C(sglang.deploy.grafana_dashboard) gives the dashboard's JSON model.
-"""
-
-EXAMPLES = r"""
-- name: The rule file
-  ansible.builtin.copy:
-    content: "{{ servers | sglang.deploy.alert_rules(routers, groups, 1, {'token_usage': 0.9}) }}"
-    dest: /etc/prometheus/rules/sglang.yml
-    mode: "0644"
-"""
-
-RETURN = r"""
-_value:
-  description: For alert_rules, the rule file's text; for grafana_dashboard, the JSON model; see each description.
-  type: raw
-"""
+from ansible_collections.sglang.deploy.plugins.module_utils import _rollout, sglang_dashboard, sglang_monitoring
 
 
 def _servers(records: Any) -> list[sglang_monitoring.Server]:
@@ -73,17 +46,20 @@ _RulesDumper.add_multi_representer(str, _text)  # Ansible's tagged strings are s
 def alert_rules(records: Any, routers: Any, groups: Any, serial: Any = 1, given: Any = None) -> str:
     """The rule file's text. How many servers a rollout may take out at once is its largest batch, in servers
     (a multi-node server is one): the routers' healthy floor is the rest."""
-    units = len(rollout_units(groups))
-    unavailable = min(_units_per_batch(serial, units), units) if units else 0
     try:
+        units = len(_rollout.units(groups))
+        unavailable = min(_rollout.units_per_batch(serial, units), units) if units else 0
         rules = sglang_monitoring.alert_rules(_servers(records), list(routers or []), unavailable, dict(given or {}))
-    except sglang_monitoring.MonitoringError as exc:
+    except ValueError as exc:  # a bad serial or multi-node group, or a MonitoringError
         raise AnsibleFilterError(str(exc)) from exc
     return yaml.dump(rules, Dumper=_RulesDumper, sort_keys=False, width=120, allow_unicode=True)
 
 
 def grafana_dashboard(given: Any = None) -> dict[str, Any]:
-    opts = sglang_monitoring.options(dict(given or {}))
+    try:
+        opts = sglang_monitoring.options(dict(given or {}))
+    except sglang_monitoring.MonitoringError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
     return sglang_dashboard.dashboard(opts["server_job"], opts["router_job"], opts["node_job"])
 
 

@@ -1,6 +1,7 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the plan: the version/hardware rules and the capacity plan of a resolved host."""
+"""Filters of the plan: the version/hardware rules and the capacity plan of a resolved host. Each filter is documented
+in its sidecar file, <filter>.yml."""
 
 from __future__ import annotations
 
@@ -8,29 +9,6 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_text, sglang_preflight, sglang_startup
-
-DOCUMENTATION = r"""
-name: preflight
-short_description: Apply the rules and the capacity plan to a resolved host, and print the plan
-description:
-  - C(sglang.deploy.preflight) applies the version and hardware rules and the capacity plan to a host
-    resolved by C(sglang.deploy.resolve), with the inventory's facts and, during a deploy, the host's.
-  - C(sglang.deploy.plan_table) prints it for a person; C(sglang.deploy.plan_json) gives plan.yml's JSON.
-  - C(sglang.deploy.memory_identity) gives the settings that decide the memory before the KV pool, which the
-    readiness waiter records with a start's figures and the next plan compares before calibrating from them.
-"""
-
-EXAMPLES = r"""
-- name: Rules and plan
-  ansible.builtin.set_fact:
-    checks: "{{ sglang_config | sglang.deploy.preflight(inventory_facts, host_facts, 8192, true) }}"
-"""
-
-RETURN = r"""
-_value:
-  description: For preflight, a dict with ok, errors, warnings, drop_env, plan, facts and hardware.
-  type: raw
-"""
 
 
 def preflight(config: Any, pinned: Any, detected: Any = None, avg_seq_len: Any = 8192,

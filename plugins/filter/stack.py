@@ -1,6 +1,7 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the stack's install: what `uv pip check` reports that the host must act on."""
+"""The filter of the stack's install: what `uv pip check` reports that the host must act on. Documented in its sidecar
+file, unmet_requirements.yml."""
 
 from __future__ import annotations
 
@@ -8,52 +9,6 @@ import re
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-DOCUMENTATION = r"""
-name: unmet_requirements
-short_description: The problems of a virtualenv that uv pip check reports, less the packages left out on purpose
-description:
-  - C(sglang.deploy.unmet_requirements) takes the output lines of C(uv pip check) and the names of the packages
-    the host leaves out of SGLang's requirements (role sglang_stack's C(sglang_stack_excludes)), and returns the
-    lines that name a problem. uv's own informational lines and a left-out package reported as not installed are
-    not problems; anything else is, an unrecognised line included.
-options:
-  _input:
-    description: The lines uv pip check wrote (standard output and standard error).
-    type: list
-    elements: str
-    required: true
-  excludes:
-    description: Package names left out on purpose.
-    type: list
-    elements: str
-    default: []
-  not_installed:
-    description:
-      - A regular expression of package names (lower case, C(-) separated) that are not problems when reported as
-        not installed, such as FlashInfer's kernel packages of other GPUs, which its jit-cache shim requires.
-    type: str
-    default: ""
-"""
-
-EXAMPLES = r"""
-- name: Decide whether to install
-  ansible.builtin.set_fact:
-    unmet: "{{ (check.stdout_lines + check.stderr_lines) | sglang.deploy.unmet_requirements(['sgl-deep-ep']) }}"
-
-- name: The same, the jit-cache shim's kernel packages of other GPUs not being problems
-  ansible.builtin.set_fact:
-    unmet: >-
-      {{ (check.stdout_lines + check.stderr_lines)
-         | sglang.deploy.unmet_requirements([], '^flashinfer-jit-cache-sm[0-9]+[a-z]?$') }}
-"""
-
-RETURN = r"""
-_value:
-  description: The lines that name a problem, in order.
-  type: list
-  elements: str
-"""
 
 # uv's own lines around its findings (uv 0.13: "Using Python 3.11.2 environment at: ...", "Checked 175 packages in
 # 17ms", "Found 14 incompatibilities", "All installed packages are compatible").

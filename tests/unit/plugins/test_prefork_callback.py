@@ -55,11 +55,11 @@ SCRIPT = textwrap.dedent("""
         connection_loader.get("community.docker.docker", class_only=True)
         imported = sorted(set(sys.modules) - before)
         # What every host's stamps decision and variable check read: the role's code and the argument specs.
-        from ansible_collections.sglang.deploy.plugins.filter import ops
+        from ansible_collections.sglang.deploy.plugins.filter import stamp
         from ansible_collections.sglang.deploy.plugins.lookup import variable_problems
         opened = []
         sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" else None)
-        ops.stamp_digest({}, [ops.role_dir("nvidia_driver"), ops.role_dir("nvidia_driver") + "/../../plugins"])
+        stamp.stamp_digest({}, [stamp.role_dir("nvidia_driver"), stamp.role_dir("nvidia_driver") + "/../../plugins"])
         variable_problems._specs(variable_problems.ROLES)
         os.write(write, json.dumps({"imported": imported, "opened": opened, "warnings": warnings}).encode())
         os._exit(0)
@@ -84,7 +84,7 @@ def test_without_it_every_worker_imports_the_collections_plugins_and_reads_their
     assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in worker["imported"]
     assert "ansible_collections.community.docker.plugins.connection.docker" in worker["imported"]
     opened = [Path(path).name for path in worker["opened"]]
-    assert "preflight_host.yml" in opened and "ops.py" in opened  # the driver role's code and the plugins, digested
+    assert "preflight_host.yml" in opened and "stamp.py" in opened  # the driver role's code and the plugins, digested
     assert "argument_specs.yml" in opened
 
 

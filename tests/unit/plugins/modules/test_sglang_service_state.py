@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.sglang.deploy.plugins.filter import ops
+from ansible_collections.sglang.deploy.plugins.filter import restart
 from ansible_collections.sglang.deploy.plugins.modules import sglang_service_state
 from host_commands import Commands
 
@@ -57,10 +57,10 @@ def test_drifted_files_compares_renderings_with_the_host() -> None:
     files = [{"dest": "/etc/a", "template": "a.j2"}, {"dest": "/etc/b", "template": "b.j2"},
              {"dest": "/etc/c", "template": "c.j2"}]
     checksums = {"/etc/a": hashlib.sha1("same ✓\n".encode()).hexdigest(), "/etc/b": "0" * 40, "/etc/c": None}
-    assert ops.drifted_files(files, ["same ✓\n", "other", "new"], checksums) == ["/etc/b", "/etc/c"]
-    assert ops.drifted_files([], [], {}) == []
-    with pytest.raises(ops.AnsibleFilterError, match="2 files but 1 renderings"):
-        ops.drifted_files(files[:2], ["x"], checksums)
+    assert restart.drifted_files(files, ["same ✓\n", "other", "new"], checksums) == ["/etc/b", "/etc/c"]
+    assert restart.drifted_files([], [], {}) == []
+    with pytest.raises(restart.AnsibleFilterError, match="2 files but 1 renderings"):
+        restart.drifted_files(files[:2], ["x"], checksums)
 
 
 def test_a_pending_reboot_and_the_packages_that_asked_for_it(tmp_path: Path, host: Commands,

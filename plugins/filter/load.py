@@ -1,0 +1,26 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of a server's load: the readiness budget and stall bounds of the next one, learned from the last, and
+one line of a load's timings. Each filter is documented in its sidecar file, <filter>.yml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.sglang.deploy.plugins.module_utils import _load
+from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
+
+
+def load_budget(record: Any, identity: Any, timeout: Any, stall_timeouts: Any) -> dict[str, Any]:
+    """`observed | load_budget(identity, sglang_ready_timeout, sglang_service_stall_timeouts)`."""
+    bounds, _problems = stall_bounds(dict(stall_timeouts or {}))  # the variable check refused bad ones already
+    return _load.learned(record if isinstance(record, dict) else None, dict(identity or {}), int(timeout), bounds)
+
+
+def load_summary(load: Any) -> str:
+    return _load.summary(load if isinstance(load, dict) else None)
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"load_budget": load_budget, "load_summary": load_summary}

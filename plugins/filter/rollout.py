@@ -1,0 +1,85 @@
+# Copyright: sglang-deploy contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the rolling play: the sizes of its batches, and the plan it prints before it drains any server.
+Each filter is documented in its sidecar file, <filter>.yml."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.module_utils import _rollout
+
+
+def _units(groups: Any, members: str = "sglang_workers") -> list[list[str]]:
+    """The servers of group `members` as units (module_utils _rollout), a refusal as a filter error."""
+    try:
+        return _rollout.units(groups, members)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def rollout_batches(groups: Any, serial: Any = 1, members: str = "sglang_workers", parallel: bool = False) -> list[int]:
+    """Batch sizes for the rolling play's `serial`, over the hosts of group `members` (the servers that
+    restart; by default every server) in inventory order, where the hosts of one sglang_multinode_<name>
+    group form a single unit (restarted together). `serial` is a count of units or a percentage ("25%")
+    of all the servers' units per batch. `parallel` (a first install: nothing serves yet) puts them all
+    in one batch."""
+    units = _units(groups, members)
+    if parallel:
+        return [sum(len(u) for u in units) or 1]
+    try:
+        per_batch = _rollout.units_per_batch(serial, len(_units(groups, "sglang_workers")))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+    return [sum(len(u) for u in units[i:i + per_batch]) for i in range(0, len(units), per_batch)] or [1]
+
+
+# What a plan prints for each rolling action: the groups of the hosts it takes and leaves (made by
+# deploy.yml and reboot.yml), its title, what it does to a host, and what the hosts left alone are.
+_PLANS = {
+    "restart": ("sglang_rollout_restart", "sglang_rollout_keep", "ROLLOUT PLAN", "restarted",
+                "Unchanged and serving"),
+    "reboot": ("sglang_reboot", "sglang_reboot_not", "REBOOT PLAN", "rebooted", "No reboot pending"),
+}
+
+
+def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart",
+                 why: Any = None) -> str:
+    """What the rolling play will do, printed before any server is drained: the servers that restart (or
+    reboot, playbooks/reboot.yml), in their batches, and the ones left alone; `why` (host -> reasons) says
+    after each host what changes there and whether it reboots."""
+    if action not in _PLANS:
+        raise AnsibleFilterError(f"rollout_plan: action {action!r}; allowed: {', '.join(_PLANS)}")
+    members, others, title, done, left = _PLANS[action]
+    units = _units(groups, members)
+    reasons = {host: list(value or []) for host, value in dict(why or {}).items()}
+    kept = [_with_reasons(host, reasons) for host in groups.get("sglang_workers", [])
+            if host in set(groups.get(others, []))]
+    alone = f"{left}, not drained: {', '.join(kept)}." if kept else ""
+    waited = [host for host in groups.get("sglang_workers", []) if host in set(groups.get("sglang_rollout_rejoin", []))]
+    if waited:  # started by an earlier run and still loading: out of service until ready, so before any batch
+        alone = (f"Waited for first, then back in the routers (an earlier run started them; still loading): "
+                 f"{', '.join(waited)}. " + alone).strip()
+    if not units:
+        return f"{title}: no server {action}s. " + alone
+    hosts = [_with_reasons(host, reasons) for unit in units for host in unit]
+    if parallel:
+        return (f"{title}: first install, no server runs yet: {', '.join(hosts)} start together. " + alone)
+    sizes, lines, index = rollout_batches(groups, serial, members), [], 0
+    for number, size in enumerate(sizes, 1):
+        lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
+        index += size
+    count = len(hosts)
+    return (f"{title}: {count} server{'s' if count != 1 else ''} {action} in {len(sizes)} "
+            f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
+            f"and back before the next: {'; '.join(lines)}. " + alone).strip()
+
+
+def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:
+    return f"{host} ({'; '.join(reasons[host])})" if reasons.get(host) else host
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan}

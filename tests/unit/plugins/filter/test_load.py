@@ -1,0 +1,16 @@
+"""The load filters: the readiness budget of the next load, learned from the last."""
+
+from __future__ import annotations
+
+from ansible_collections.sglang.deploy.plugins.filter import load
+
+
+def test_load_budget_raises_the_configured_values_to_what_the_last_load_needed() -> None:
+    record = {"recorded_at": "2026-12-01T06:00:00Z", "identity": {"model_path": "/models/k", "tp_size": 8},
+              "load": {"total_s": 712.4, "silence_s": {"loading_weights": 14.0, "cuda_graphs": 200.0}}}
+    budget = load.load_budget(record, {"model_path": "/models/k", "tp_size": 8}, 900,
+                              {"loading_weights": 300, "cuda_graphs": "180"})
+    assert budget == {"timeout": 1425, "stall_timeouts": {"loading_weights": 300, "cuda_graphs": 600},
+                      "note": "learned from the load of 2026-12-01T06:00:00Z (712.4 s): budget 1425 s, cuda_graphs "
+                              "600 s"}
+    assert load.load_budget(None, {}, 900, {})["note"] == "configured"
