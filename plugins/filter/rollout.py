@@ -35,6 +35,25 @@ def rollout_batches(groups: Any, serial: Any = 1, members: str = "sglang_workers
     return [sum(len(u) for u in units[i:i + per_batch]) for i in range(0, len(units), per_batch)] or [1]
 
 
+def rollout_batch_numbers(groups: Any, serial: Any = 1, restarting: Any = (), parallel: bool = False) -> dict[str, int]:
+    """`groups | rollout_batch_numbers(serial, hosts, parallel)`: host -> the number (from 1) of the batch it restarts
+    in, for the `restarting` hosts and the other hosts of their multi-node servers, as `rollout_batches` cuts them
+    over the same hosts; the others are not in the result."""
+    chosen = {str(host) for host in restarting or ()}
+    owner = {host: name for name, hosts in groups.items() if str(name).startswith("sglang_multinode_")
+             for host in hosts}
+    chosen |= {host for host in groups.get("sglang_workers", []) if host in owner
+               and owner[host] in {owner[other] for other in chosen if other in owner}}
+    members = {**groups, "__restarting": [host for host in groups.get("sglang_workers", []) if host in chosen]}
+    numbers: dict[str, int] = {}
+    hosts = members["__restarting"]
+    index = 0
+    for number, size in enumerate(rollout_batches(members, serial, "__restarting", parallel), 1):
+        numbers.update(dict.fromkeys(hosts[index:index + size], number))
+        index += size
+    return numbers
+
+
 # What a plan prints for each rolling action: the groups of the hosts it takes and leaves (made by
 # deploy.yml and reboot.yml), its title, what it does to a host, and what the hosts left alone are.
 _PLANS = {
@@ -82,4 +101,5 @@ def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"rollout_batches": rollout_batches, "rollout_plan": rollout_plan}
+        return {"rollout_batches": rollout_batches, "rollout_batch_numbers": rollout_batch_numbers,
+                "rollout_plan": rollout_plan}

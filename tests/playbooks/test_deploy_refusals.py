@@ -49,9 +49,11 @@ def refusals_expression() -> str:
 
 
 def refusals(stamps: dict[str, bool | None], errors: dict[str, Any]) -> dict[str, Any]:
-    variables: dict[str, Any] = {f"__{role}_settings_errors": errors[role] for role in ROLES}
-    variables |= {f"__{role}_stamp": {"converged": converged, "digest": "d", "why": ""}
-                  for role, converged in stamps.items() if converged is not None}
+    variables: dict[str, Any] = {f"{role}_settings_errors": errors[role] for role in ROLES}
+    state = {role: {"converged": converged, "digest": "d", "why": ""}
+             for role, converged in stamps.items() if converged is not None}
+    if state:  # deploy.yml's sglang_install_state, from each role's <role>_stamp_state
+        variables["sglang_install_state"] = state
     child = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / ".cache/collections")], check=True, text=True,
                            capture_output=True, input=json.dumps({"expression": refusals_expression(),
                                                                   "variables": variables}))

@@ -175,7 +175,7 @@ def test_the_minimum_reads_each_host_with_the_deploys_own_arguments(tmp_path: Pa
 def test_a_deploy_without_the_read_task_is_refused(tmp_path: Path) -> None:
     deploy = tmp_path / "deploy.yml"
     deploy.write_text(yaml.safe_dump([{"hosts": "all", "tasks": [{"ansible.builtin.debug": {"msg": "x"}}]}]))
-    with pytest.raises(ValueError, match=r"no task imports sglang_config's assess\.yml"):
+    with pytest.raises(ValueError, match=r"no task imports sglang_config's assess$"):
         bench.deploy_read_vars(deploy)
 
 
