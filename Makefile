@@ -4,11 +4,11 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR ?= $(if $(CI),0,1)
 export PY_COLORS ?= $(if $(CI),0,1)
 
-.PHONY: help setup sandbox demo test static lint sanity collection ee unit molecule bench clean
+.PHONY: help setup sandbox demo test static lint changelog-lint sanity collection ee unit molecule bench clean
 help:
 	@echo "make demo   - set everything up, deploy to a local sandbox container, show the unit and a health answer"
 	@echo "make test   - every test: lint, ansible-test sanity, the built collection, the EE context, pytest, Molecule"
-	@echo "make setup | sandbox | static (lint sanity collection ee) | lint | sanity | collection | ee | unit | molecule | clean"
+	@echo "make setup | sandbox | static (lint sanity collection ee) | lint | changelog-lint | sanity | collection | ee | unit | molecule | clean"
 	@echo "make bench  - time the no-op deploy and a roll on fleets of 1 and 5 sandbox hosts (BENCH_HOSTS=1,5)"
 
 setup:
@@ -26,6 +26,16 @@ lint: setup
 	ansible-lint
 	ruff check .
 	ansible-playbook --syntax-check deploy.yml playbooks/*.yml
+	$(MAKE) --no-print-directory changelog-lint
+
+# The fragments and changelogs/changelog.yaml linted, and CHANGELOG.rst as antsibull-changelog generates it from
+# them (docs/development.md): an edit by hand, or a release without the regenerated file, fails here.
+changelog-lint:
+	antsibull-changelog lint
+	antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
+	mkdir -p .cache && antsibull-changelog generate --output .cache/CHANGELOG.rst --output-format rst
+	diff -u CHANGELOG.rst .cache/CHANGELOG.rst \
+		|| { echo "CHANGELOG.rst is stale: run antsibull-changelog generate" >&2; exit 1; }
 
 # ansible-test sanity on a copy of the collection, offline (scripts/sanity.sh).
 sanity: setup
@@ -72,7 +82,7 @@ test: setup
 static: setup
 	$(MAKE) --no-print-directory -j1 lint sanity collection ee
 
-# Not part of make test: how the deploy's cost grows with the fleet (tools/bench_fleet.py, docs/tests.md).
+# Not part of make test: how the deploy's cost grows with the fleet (tools/bench_fleet.py, docs/benchmarks.md).
 BENCH_HOSTS ?= 1,5
 bench: setup
 	python tools/bench_fleet.py --hosts $(BENCH_HOSTS) --repeat 3 --json .cache/bench-fleet.json

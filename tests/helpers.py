@@ -36,6 +36,16 @@ def load_script(path: Path, name: str | None = None) -> ModuleType:
     return module
 
 
+# The simulator's argparse double of SGLang's parser, built from a flag catalog: a test double, so it lives with
+# the simulator and not in plugins/module_utils (standard library only; loaded by its path).
+SIM_ARGPARSER = ROOT / "molecule" / "resources" / "simulator" / "src" / "sglang" / "_sim" / "argparser.py"
+
+
+def catalog_parser() -> ModuleType:
+    """The simulator's ``argparser`` module (``build_parser(catalog)``), loaded once."""
+    return sys.modules.get("sim_argparser_under_test") or load_script(SIM_ARGPARSER, "sim_argparser_under_test")
+
+
 def run_example(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
     """A playbook of this checkout against inventory/example (later -i options win), offline."""
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))

@@ -319,12 +319,6 @@ def rank_host_budget(version: str, available_bytes: int, ranks_per_host: int,
     return free
 
 
-def not_enough_host_memory(requested_bytes: int, available_bytes: int) -> str:
-    """SGLang's own message (pool_host/base.py HostKVCache)."""
-    return (f"Not enough host memory available. Requesting {requested_bytes / 1e9:.2f} GB but only have "
-            f"{available_bytes / 1e9:.2f} GB free. Please reduce the size of the hierarchical cache.")
-
-
 HOST_LARGER_THAN_DEVICE = "The host memory should be larger than the device memory with the current protocol"
 
 

@@ -23,7 +23,7 @@ description:
     user's home and shell); C(commands) by the exit status and output of a read-only command."
   - Reading changes nothing. Recording writes only the stamp, which is bookkeeping about the host and
     not part of its configuration, so it never reports a change.
-version_added: "1.1.0"
+version_added: "2.0.0"
 options:
   state:
     description: Read stamps, or record one.

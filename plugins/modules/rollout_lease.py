@@ -21,7 +21,7 @@ description:
     rollout whose lease was taken over stops before its next batch."
   - O(state=released) gives the lease back when O(holder) holds it; it never removes another run's lease.
   - O(state=read) reports the lease and whether it is stale; it changes nothing.
-version_added: "1.2.0"
+version_added: "2.0.0"
 options:
   state:
     description: Take or renew (C(held)), give back (C(released)) or read (C(read)) the lease.

@@ -17,7 +17,7 @@ description:
     command: on the no-op path of a deploy this is read for every server, so each call saved is saved
     once per host."
   - A file that exists but cannot be read is an error (the comparison would be wrong), not a missing file.
-version_added: "1.1.0"
+version_added: "2.0.0"
 options:
   unit:
     description: The systemd unit.

@@ -16,7 +16,10 @@ import yaml
 from helpers import ROOT, run_example
 
 README = ROOT / "README.md"
-README_MAX_LINES = 220
+README_MAX_LINES = 200
+README_MAX_WIDTH = 120  # prose lines; a table row may be longer, its cells not (README_MAX_CELL)
+README_MAX_CELL = 120
+COMMIT = re.compile(r"\b[0-9a-f]{7,40}\b")
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "roles").glob("*/README.md"))]
 PAGE_IDS = [str(p.relative_to(ROOT)) for p in PAGES]
 
@@ -82,6 +85,28 @@ def test_every_role_readme_has_its_current_variable_tables() -> None:
 def test_the_readme_stays_short() -> None:
     lines = len(README.read_text().splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to docs/ (at most {README_MAX_LINES})"
+
+
+def test_the_readmes_lines_and_table_cells_stay_narrow() -> None:
+    """Issue 37: one README line was 630 characters, a benchmark table's cells chained six commits of figures."""
+    wide, cells, chains = [], [], []
+    for number, line in enumerate(prose(README).splitlines(), 1):
+        if line.startswith("|"):
+            cells += [f"{number}: {cell.strip()[:60]}" for cell in line.strip("|").split("|")
+                      if len(cell.strip()) > README_MAX_CELL]
+            chains += [f"{number}: {cell.strip()[:60]}" for cell in line.strip("|").split("|") if "→" in cell]
+        elif len(line) > README_MAX_WIDTH:
+            wide.append(f"{number}: {len(line)} characters")
+    assert not wide, f"README.md lines wider than {README_MAX_WIDTH} (outside code blocks and tables): {wide}"
+    assert not cells, f"README.md table cells longer than {README_MAX_CELL}: {cells}"
+    assert not chains, f"README.md table cells with a history (a → b): move it to docs/benchmarks.md: {chains}"
+
+
+def test_the_readmes_benchmark_names_one_commit() -> None:
+    """One current table, measured at one commit; earlier commits live in docs/benchmarks.md."""
+    section = prose(README).split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    assert len(set(COMMIT.findall(section))) == 1, COMMIT.findall(section)
+    assert "docs/benchmarks.md" in section
 
 
 def test_the_readme_links_every_doc_and_role_readme() -> None:

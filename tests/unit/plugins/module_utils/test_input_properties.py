@@ -4,7 +4,8 @@ a message that starts with the variable's name, or
 
 - the unit written from it passes ``systemd-analyze verify`` and holds exactly the expected directives;
 - its ExecStart, unquoted as systemd does (specifiers, ``$$``, C escapes, quotes), is exactly the argv;
-- that argv parses with the pinned catalog's parser (the argparse double of sglang_catalog) to the value;
+- that argv parses with the pinned catalog's parser (the simulator's argparse double, helpers.catalog_parser)
+  to the value;
 - its Description reads back as the text, and its environment file line as the value.
 
 Examples are derandomized: CI runs the same ones every time (the count is in ``EXAMPLES``).
@@ -27,7 +28,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_quote import 
     systemd_exec_line,
     unit_text,
 )
-from helpers import BASE, CATALOGS
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_types import is_unset
+from helpers import BASE, CATALOGS, catalog_parser
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -149,8 +151,8 @@ def test_served_model_name_is_refused_or_reaches_unit_and_parser_intact(unit_dir
     if config is None:
         return
     assert_unit(unit_dir, f"SGLang server kimi ({name or '/models/Kimi-K2.5'})", config["argv"])
-    if name:
-        parsed = sglang_catalog.build_parser(CATALOG).parse_args(config["argv"])
+    if not is_unset(name):  # blank, "none" or "null" is unset: no --served-model-name (sglang_types.is_unset)
+        parsed = catalog_parser().build_parser(CATALOG).parse_args(config["argv"])
         assert parsed.served_model_name == name
 
 
@@ -161,7 +163,7 @@ def test_extra_arg_value_is_refused_or_parses_to_itself(unit_dir: Path, value: s
     if config is None:
         return
     assert_unit(unit_dir, "SGLang server kimi", config["argv"])
-    assert sglang_catalog.build_parser(CATALOG).parse_args(config["argv"]).chat_template == value
+    assert catalog_parser().build_parser(CATALOG).parse_args(config["argv"]).chat_template == value
 
 
 @PROPERTY

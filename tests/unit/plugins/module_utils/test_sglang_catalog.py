@@ -1,4 +1,4 @@
-"""The committed SGLang flag catalogs, the loader's argparse double and the generator."""
+"""The committed SGLang flag catalogs, the simulator's argparse double built from them, and the generator."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_catalog as sc
-from helpers import CATALOGS, ROOT, load_script
+from helpers import CATALOGS, ROOT, catalog_parser, load_script
 
 WHEEL_DIR = ROOT / ".cache" / "wheels"
 GENERATOR = ROOT / "tools" / "sglang_catalog.py"
@@ -21,6 +21,7 @@ OLDER = "0.5.12"  # the 0.5.9-0.5.12 line; still has a real --cuda-graph-max-bs
 
 
 gen = load_script(GENERATOR, "sglang_catalog_tool")
+parser_double = catalog_parser()
 
 VERSIONS = sc.available_versions(str(CATALOGS))
 
@@ -42,7 +43,7 @@ def parse(version: str, argv: list[str]) -> argparse.Namespace:
     """Parse like ``launch_server``; --model-path is required by SGLang, so it is always given."""
     if "--model-path" not in argv:
         argv = ["--model-path", "/m", *argv]
-    return sc.build_parser(catalog(version)).parse_args(argv)
+    return parser_double.build_parser(catalog(version)).parse_args(argv)
 
 
 def exit_code(version: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str]:
@@ -122,7 +123,7 @@ def test_every_catalog_builds_a_parser(version: str) -> None:
 
 def test_model_path_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
-        sc.build_parser(catalog(NEWEST)).parse_args(["--tp-size", "8"])
+        parser_double.build_parser(catalog(NEWEST)).parse_args(["--tp-size", "8"])
     assert raised.value.code == 2
     assert "--model-path" in capsys.readouterr().err
 
@@ -194,7 +195,7 @@ def test_boolean_optional_flags_have_both_spellings_only() -> None:
     positive, negative = option["flags"]
     assert getattr(parse(NEWEST, [positive]), option["dest"]) is True
     assert getattr(parse(NEWEST, [negative]), option["dest"]) is False
-    assert "--no-" + negative[2:] not in sc.build_parser(data)._option_string_actions
+    assert "--no-" + negative[2:] not in parser_double.build_parser(data)._option_string_actions
 
 
 def test_suggest_proposes_the_close_flag() -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sglang._sim import configfile, sglang_catalog
+from sglang._sim import argparser, configfile, sglang_catalog
 from sglang._sim.logs import Frame
 from sglang._sim.model import ModelError, ModelInfo, incorrect_path, load_model
 from sglang.version import __version__
@@ -90,7 +90,7 @@ def parse(argv: Sequence[str], catalog: sglang_catalog.Catalog) -> Args:
 
     ``--config file.yaml`` is merged first; a bad config file raises StartupError.
     """
-    parser = sglang_catalog.build_parser(catalog)
+    parser = argparser.build_parser(catalog)
     values = vars(parser.parse_args(_with_config_file(argv, catalog)))
     for option in catalog["options"]:
         if option["action"] in ("help", "version"):

@@ -16,6 +16,12 @@ GIB = capacity.GIB
 RESERVE_BYTES = capacity.HOST_RESERVE_BYTES  # SGLang keeps 10 GiB of host memory for everything else
 
 
+def not_enough_host_memory(requested_bytes: int, available_bytes: int) -> str:
+    """SGLang's own message (pool_host/base.py HostKVCache)."""
+    return (f"Not enough host memory available. Requesting {requested_bytes / 1e9:.2f} GB but only have "
+            f"{available_bytes / 1e9:.2f} GB free. Please reduce the size of the hierarchical cache.")
+
+
 @dataclass(frozen=True)
 class HostPoolInputs:
     version: str                  # SGLang version (rules change at 0.5.15, 0.5.19 and 0.5.21)
@@ -55,7 +61,7 @@ def host_pool(inputs: HostPoolInputs) -> HostPool:
         raise AssertionError(capacity.HOST_LARGER_THAN_DEVICE)
     requested = tokens * cell
     if requested > budget:
-        raise ValueError(capacity.not_enough_host_memory(requested, budget))
+        raise ValueError(not_enough_host_memory(requested, budget))
     return HostPool(tokens=tokens, bytes=requested, available_bytes=budget)
 
 

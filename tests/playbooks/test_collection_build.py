@@ -1,0 +1,187 @@
+"""The built collection holds what its playbooks and roles use (issue 37).
+
+`ansible-galaxy collection build` leaves out what galaxy.yml's build_ignore names (molecule/, tests/, tools/,
+scripts/ and the sandbox's playbooks). A shipped playbook that imports, includes, copies or templates a file
+the build leaves out works in this checkout and breaks in the installed collection: playbooks/sandbox-prepare.yml
+imported molecule/resources/apt/prepare-repo.yml. This builds the tarball, lists it, and resolves every file a
+shipped playbook or role task file names (import_playbook, import_tasks/include_tasks, import_role/include_role
+with tasks_from, roles:, vars_files, and the src of copy/template/script) inside it. A path with a variable the
+play does not define itself is checked up to that variable (its directory must be shipped)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import ROOT
+
+FQCN = "sglang.deploy."
+TASK_LISTS = ("pre_tasks", "tasks", "post_tasks", "handlers", "block", "rescue", "always")
+SRC_MODULES = ("copy", "template", "script")
+JINJA = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    out = tmp_path_factory.mktemp("collection")
+    galaxy = shutil.which("ansible-galaxy") or str(Path(sys.executable).parent / "ansible-galaxy")
+    build = subprocess.run([galaxy, "collection", "build", "--output-path", str(out), str(ROOT)],
+                           capture_output=True, text=True, check=False)
+    assert build.returncode == 0, build.stdout + build.stderr
+    (tarball,) = out.glob("sglang-deploy-*.tar.gz")
+    with tarfile.open(tarball) as archive:
+        return {posixpath.normpath(name) for name in archive.getnames()}
+
+
+def _short(name: str) -> str:
+    for prefix in ("ansible.builtin.", "ansible.legacy.", FQCN):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _render(text: str, variables: dict[str, Any], here: str) -> str:
+    """Substitute playbook_dir and the play's own plain variables, repeatedly; leave anything else as it is."""
+    for _round in range(5):
+        def value(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name == "playbook_dir":
+                return here
+            found = variables.get(name)
+            return found if isinstance(found, str) else match.group(0)
+        rendered = JINJA.sub(value, text)
+        if rendered == text:
+            break
+        text = rendered
+    return text
+
+
+def _static_part(path: str) -> str:
+    """The path up to its first remaining template expression, cut back to a whole directory."""
+    if "{{" not in path and "{%" not in path:
+        return path
+    head = re.split(r"\{[{%]", path, maxsplit=1)[0]
+    return head.rsplit("/", 1)[0] if "/" in head else ""
+
+
+class References:
+    """Walks playbooks and task files, collecting (where, what, path relative to the collection root)."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str, str]] = []
+
+    def add(self, where: str, what: str, path: str) -> None:
+        self.found.append((where, what, "|".join(posixpath.normpath(p) for p in path.split("|"))))
+
+    def playbook(self, rel: str, plays: Any) -> None:
+        here = posixpath.dirname(rel)
+        for play in plays or []:
+            variables = play.get("vars") or {}
+            for key in ("import_playbook", "ansible.builtin.import_playbook"):
+                if key in play:
+                    target = str(play[key])
+                    if target.startswith(FQCN):
+                        self.add(rel, key, f"playbooks/{target[len(FQCN):]}.yml")
+                    else:
+                        self.add(rel, key, posixpath.join(here, _static_part(_render(target, variables, here))))
+            for name in play.get("vars_files") or []:
+                self.add(rel, "vars_files", posixpath.join(here, _static_part(_render(str(name), variables, here))))
+            for role in play.get("roles") or []:
+                self.role(rel, role["role"] if isinstance(role, dict) else role, None)
+            for key in TASK_LISTS:
+                self.tasks(rel, play.get(key), here, variables)
+
+    def role(self, where: str, name: str, tasks_from: str | None) -> None:
+        role = _short(str(name))
+        self.add(where, f"role {role}", f"roles/{role}/tasks/{tasks_from or 'main'}")
+
+    def tasks(self, rel: str, tasks: Any, here: str, variables: dict[str, Any]) -> None:
+        for task in tasks or []:
+            if not isinstance(task, dict):
+                continue
+            scope = {**variables, **(task.get("vars") or {})}
+            for key in TASK_LISTS:
+                self.tasks(rel, task.get(key), here, scope)
+            for key, args in task.items():
+                action = _short(key)
+                if action in ("import_tasks", "include_tasks"):
+                    target = _static_part(_render(str(args.get("file") if isinstance(args, dict) else args),
+                                                  scope, here))
+                    # In a role (its handlers too), relative to the including file or to the role's tasks/.
+                    tasks_dir = "/".join(rel.split("/")[:2]) + "/tasks" if rel.startswith("roles/") else here
+                    self.add(rel, action, posixpath.join(here, target) + "|" + posixpath.join(tasks_dir, target))
+                elif action in ("import_role", "include_role") and isinstance(args, dict):
+                    if "{{" not in str(args.get("name")):
+                        self.role(rel, args["name"], args.get("tasks_from"))
+                elif action in SRC_MODULES and isinstance(args, dict):
+                    source = args.get("src") if action != "script" else args.get("cmd", "").split(" ")[0]
+                    if source and not args.get("remote_src"):
+                        self.source(rel, action, _render(str(source), scope, here), here)
+
+    def source(self, rel: str, action: str, source: str, here: str) -> None:
+        if source.startswith("/"):  # absolute once rendered: playbook_dir and the play's variables
+            return
+        # A playbook's src is relative to the playbook's directory, or to its files/ or templates/; a role's
+        # task file's to its role's files/ or templates/.
+        base = here.rsplit("/tasks", 1)[0] if "/tasks" in here and here.startswith("roles/") else here
+        folder = "templates" if action == "template" else "files"
+        self.add(rel, action, posixpath.join(base, folder, _static_part(source)) + "|" +
+                 posixpath.join(base, _static_part(source)))
+
+
+def _shipped_file(path: str, files: set[str]) -> bool:
+    """A path (or any of its |-separated candidates) that is a shipped file, a shipped directory, or a task file
+    named without its .yml."""
+    for written in path.split("|"):
+        candidate = posixpath.normpath(written)
+        if candidate.startswith(".."):
+            continue
+        if candidate in ("", ".") or candidate in files or f"{candidate}.yml" in files or f"{candidate}.yaml" in files:
+            return True
+    return False
+
+
+def unresolved(files: set[str], read: Any) -> list[str]:
+    """Every reference of the shipped playbooks and role task files that the listing does not hold."""
+    refs = References()
+    for rel in sorted(files):
+        if rel.endswith(".yml") and (rel.startswith("playbooks/") or "/" not in rel):
+            content = yaml.safe_load(read(rel))
+            if isinstance(content, list) and all(isinstance(p, dict) for p in content) and \
+                    any({"hosts", "import_playbook", "ansible.builtin.import_playbook"} & set(p) for p in content):
+                refs.playbook(rel, content)
+        elif re.match(r"roles/[^/]+/(tasks|handlers)/.*\.ya?ml$", rel):
+            refs.tasks(rel, yaml.safe_load(read(rel)), posixpath.dirname(rel), {})
+    return [f"{where}: {what} {path}" for where, what, path in refs.found if not _shipped_file(path, files)]
+
+
+def _from_checkout(rel: str) -> str:
+    return (ROOT / rel).read_text()
+
+
+def test_every_file_a_shipped_playbook_or_role_names_is_in_the_built_collection(shipped: set[str]) -> None:
+    assert "playbooks/deploy.yml" in shipped and "roles/sglang_service/tasks/main.yml" in shipped
+    missing = unresolved(shipped, _from_checkout)
+    assert not missing, f"the built collection lacks what these name: {missing}"
+
+
+def test_the_sandbox_playbooks_and_test_resources_are_not_shipped(shipped: set[str]) -> None:
+    leaked = sorted(name for name in shipped
+                    if name.startswith(("molecule", "tests", "tools", "scripts", "playbooks/sandbox", ".")))
+    assert not leaked, leaked
+
+
+def test_the_check_finds_an_import_the_build_leaves_out(shipped: set[str]) -> None:
+    """The check itself: shipped again, playbooks/sandbox-prepare.yml names molecule/resources, which is not."""
+    with_sandbox = shipped | {"playbooks/sandbox-prepare.yml"}
+    missing = unresolved(with_sandbox, _from_checkout)
+    assert any("molecule/resources/apt/prepare-repo.yml" in line for line in missing), missing
+    assert any("molecule/resources/nvidia-smi" in line for line in missing), missing
