@@ -17,10 +17,15 @@ def load_budget(record: Any, identity: Any, timeout: Any, stall_timeouts: Any) -
     return _load.learned(record if isinstance(record, dict) else None, dict(identity or {}), int(timeout), bounds)
 
 
+def load_downtime(record: Any, identity: Any) -> dict[str, Any]:
+    """`observed | load_downtime(identity)`: the downtime a restart is expected to cost, from the last load."""
+    return _load.expected_downtime(record if isinstance(record, dict) else None, dict(identity or {}))
+
+
 def load_summary(load: Any) -> str:
     return _load.summary(load if isinstance(load, dict) else None)
 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"load_budget": load_budget, "load_summary": load_summary}
+        return {"load_budget": load_budget, "load_downtime": load_downtime, "load_summary": load_summary}

@@ -64,7 +64,7 @@ _PLANS = {
 
 
 def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart",
-                 why: Any = None) -> str:
+                 why: Any = None, expected: Any = None) -> str:
     """What the rolling play will do, printed before any server is drained: the servers that restart (or
     reboot, playbooks/reboot.yml), in their batches, and the ones left alone; `why` (host -> reasons) says
     after each host what changes there and whether it reboots."""
@@ -83,16 +83,41 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
     if not units:
         return f"{title}: no server {action}s. " + alone
     hosts = [_with_reasons(host, reasons) for unit in units for host in unit]
+    names = [host for unit in units for host in unit]
     if parallel:
-        return (f"{title}: first install, no server runs yet: {', '.join(hosts)} start together. " + alone)
-    sizes, lines, index = rollout_batches(groups, serial, members), [], 0
+        return (f"{title}: first install, no server runs yet: {', '.join(hosts)} start together. "
+                + _expected([names], expected, "Expected time until they serve (the slowest host's last load)")
+                + alone)
+    sizes, lines, batches, index = rollout_batches(groups, serial, members), [], [], 0
     for number, size in enumerate(sizes, 1):
         lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
+        batches.append(names[index:index + size])
         index += size
     count = len(hosts)
     return (f"{title}: {count} server{'s' if count != 1 else ''} {action} in {len(sizes)} "
             f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
-            f"and back before the next: {'; '.join(lines)}. " + alone).strip()
+            f"and back before the next: {'; '.join(lines)}. "
+            + _expected(batches, expected, "Expected downtime per batch (its slowest host's last load, drain not "
+                        "counted)") + alone).strip()
+
+
+def _expected(batches: list[list[str]], expected: Any, title: str) -> str:
+    """The downtime each batch is expected to cost (its slowest host's last load) and the roll's sum, when
+    `expected` (host -> seconds, None when unknown) is given; which hosts have no figure."""
+    if expected is None:
+        return ""
+    seconds = {host: value for host, value in dict(expected).items() if value is not None}
+    unknown = [host for batch in batches for host in batch if host not in seconds]
+    per_batch = [max(seconds[host] for host in batch if host in seconds) if any(h in seconds for h in batch)
+                 else None for batch in batches]
+    known = [value for value in per_batch if value is not None]
+    if not known:
+        return f"{title}: unknown (no load recorded on these hosts yet). "
+    text = (f"{title}: "
+            + ", ".join(f"batch {number}: {value:.0f} s" if value is not None else f"batch {number}: unknown"
+                        for number, value in enumerate(per_batch, 1))
+            + f"; the roll at least {sum(known) / 60:.1f} min")
+    return text + (f" (no load recorded yet: {', '.join(unknown)}). " if unknown else ". ")
 
 
 def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:

@@ -86,6 +86,22 @@ def learned(record: dict[str, Any] | None, identity: dict[str, Any], timeout: in
     return result
 
 
+def expected_downtime(record: dict[str, Any] | None, identity: dict[str, Any]) -> dict[str, Any]:
+    """What a restart is expected to keep the server out of service, before the change is made: the total of its last
+    recorded load of the same model on this host (``expected_s``, None when there is none), and ``source``, where
+    that comes from. The drain before it is not counted: it lasts as long as the requests the server holds."""
+    load = (record or {}).get("load")
+    if not isinstance(load, dict) or not load.get("total_s"):
+        return {"expected_s": None, "source": "no load recorded on this host yet"}
+    recorded = dict((record or {}).get("identity") or {})
+    differences = [key for key in LEARN_KEYS
+                   if key in recorded and key in identity and str(recorded[key]) != str(identity[key])]
+    when = f"the load of {(record or {}).get('recorded_at', '?')}"
+    if differences:
+        return {"expected_s": None, "source": f"unknown: {when} ran another {', '.join(differences)}"}
+    return {"expected_s": round(float(load["total_s"]), 1), "source": f"{when} on this host"}
+
+
 def summary(load: dict[str, Any] | None) -> str:
     """One line for the deploy's report: the load's phases and the weights' read rate."""
     if not isinstance(load, dict) or not load.get("total_s"):

@@ -77,6 +77,8 @@ def test_a_serving_fleet_restarts_one_batch_at_a_time(tmp_path: Path) -> None:
     assert plan["config"]["unit"] == "sglang-kimi.service" and "--hicache-ratio" in plan["config"]["argv"]
     assert plan["config"]["argv"][plan["config"]["argv"].index("--hicache-ratio") + 1] == "2.0"
     assert plan["driver_in_batch"] is False
+    # No load recorded on these hosts (the record is read on the host): the restart's cost is unknown, and says so.
+    assert plan["downtime"] == {"expected_s": None, "source": "no load recorded on this host yet"}
     # No install role's state given (a tag left them out): the install play takes the host.
     assert plan["install"] == {} and plan["install_pending"] is True
 

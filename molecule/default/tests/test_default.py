@@ -283,6 +283,14 @@ def test_hicache_ratio_change_restarts_exactly_once(host: Any) -> None:
     # The load's phases, and the budget from the last recorded load (converge's) of the same model.
     assert re.search(r"load [\d]+ s: .*weights [\d]+ s.*SGLang read the weights in", out), why(out)
     assert "readiness budget 120 s, configured, which covers the load of " in out, why(out)
+    # The cost before the change (from the converge's load, recorded on this host) and the measured one after.
+    expected = re.search(r"Expected downtime per batch \(its slowest host's last load, drain not counted\): "
+                         r"batch 1: (\d+) s; the roll at least", out)
+    measured = re.search(r"DOWNTIME sglang-molecule-default: out of service (\d+) s \(drain, restart, load, smoke "
+                         r"test\); expected (\d+) s before the change \(the load of \S+ on this host", out)
+    assert expected and measured and measured.group(2) == expected.group(1), why(out)
+    print(f"MEASURED downtime: expected {expected.group(1)} s before the change, out of service "
+          f"{measured.group(1)} s")
     print(f"MEASURED change deploy wall time {seconds:.1f} s; progress lines seen {progress}; "
           f"wait {ready.group(1)} s; 'fired up' line -> readiness module returned: {ready.group(2)} s")
 

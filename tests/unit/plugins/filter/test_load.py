@@ -14,3 +14,14 @@ def test_load_budget_raises_the_configured_values_to_what_the_last_load_needed()
                       "note": "learned from the load of 2026-12-01T06:00:00Z (712.4 s): budget 1425 s, cuda_graphs "
                               "600 s"}
     assert load.load_budget(None, {}, 900, {})["note"] == "configured"
+
+
+def test_load_downtime_is_the_last_load_of_the_same_model_on_this_host() -> None:
+    record = {"recorded_at": "2026-12-01T06:00:00Z", "identity": {"model_path": "/models/k", "tp_size": 8},
+              "load": {"total_s": 664.04}}
+    assert load.load_downtime(record, {"model_path": "/models/k", "tp_size": 8}) == {
+        "expected_s": 664.0, "source": "the load of 2026-12-01T06:00:00Z on this host"}
+    assert load.load_downtime(record, {"model_path": "/models/k", "tp_size": 4}) == {
+        "expected_s": None, "source": "unknown: the load of 2026-12-01T06:00:00Z ran another tp_size"}
+    assert load.load_downtime(None, {}) == {"expected_s": None, "source": "no load recorded on this host yet"}
+    assert load.load_downtime({"load": {"total_s": 0}}, {})["expected_s"] is None

@@ -87,3 +87,33 @@ def test_the_plan_says_what_changes_on_each_host() -> None:
         "before the next: batch 1: w1 (driver 580.95.05 -> 580.105.08; REBOOTS); batch 2: w3 (new "
         "sglang-kimi.service). Unchanged and serving, not drained: a0, a1, w2, w4 (reboot pending "
         "(/run/reboot-required): left for playbooks/reboot.yml).")
+
+
+MULTI = {"sglang_workers": ["a", "b", "c", "d", "e"], "sglang_multinode_x": ["c", "d"]}
+
+
+@pytest.mark.parametrize(("serial", "restarting", "parallel", "numbers"), [
+    (1, ["b", "d"], False, {"b": 1, "c": 2, "d": 2}),               # a multi-node server restarts whole
+    ("50%", ["a", "b", "c", "e"], False, {"a": 1, "b": 1, "c": 2, "d": 2, "e": 2}),
+    (1, ["a", "e"], True, {"a": 1, "e": 1}),                        # a first install: one batch
+    (1, [], False, {}),
+])
+def test_batch_numbers_are_the_batches_the_rolling_play_cuts(serial: object, restarting: list[str], parallel: bool,
+                                                            numbers: dict[str, int]) -> None:
+    assert rollout.rollout_batch_numbers(MULTI, serial, restarting, parallel) == numbers
+    members = {**MULTI, "sglang_rollout_restart": sorted(numbers)}
+    sizes = batches(members, serial, "sglang_rollout_restart", parallel) if numbers else []
+    assert [list(numbers.values()).count(n) for n in range(1, len(sizes) + 1)] == sizes
+
+
+def test_the_plan_gives_each_batchs_expected_downtime_and_the_rolls() -> None:
+    groups = {"sglang_workers": ["a", "b", "c"], "sglang_rollout_restart": ["a", "c"], "sglang_rollout_keep": ["b"]}
+    both = rollout.rollout_plan(groups, 1, False, "restart", {}, {"a": 70.0, "b": None, "c": 80.4})
+    assert ("Expected downtime per batch (its slowest host's last load, drain not counted): batch 1: 70 s, "
+            "batch 2: 80 s; the roll at least 2.5 min. Unchanged") in both
+    one = rollout.rollout_plan(groups, 1, False, "restart", {}, {"a": 70.0, "c": None})
+    assert "batch 1: 70 s, batch 2: unknown; the roll at least 1.2 min (no load recorded yet: c). " in one
+    assert "unknown (no load recorded on these hosts yet)" in rollout.rollout_plan(groups, 2, False, "restart", {}, {})
+    first = rollout.rollout_plan(groups, 1, True, "restart", {}, {"a": 70.0, "c": 80.0})
+    assert "start together. Expected time until they serve (the slowest host's last load): batch 1: 80 s" in first
+    assert "Expected" not in rollout.rollout_plan(groups, 1)
