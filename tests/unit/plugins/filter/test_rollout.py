@@ -98,8 +98,8 @@ MULTI = {"sglang_workers": ["a", "b", "c", "d", "e"], "sglang_multinode_x": ["c"
     (1, ["a", "e"], True, {"a": 1, "e": 1}),                        # a first install: one batch
     (1, [], False, {}),
 ])
-def test_batch_numbers_are_the_batches_the_rolling_play_cuts(serial: object, restarting: list[str], parallel: bool,
-                                                            numbers: dict[str, int]) -> None:
+def test_batch_numbers_are_the_rolling_plays_batches(serial: object, restarting: list[str], parallel: bool,
+                                                     numbers: dict[str, int]) -> None:
     assert rollout.rollout_batch_numbers(MULTI, serial, restarting, parallel) == numbers
     members = {**MULTI, "sglang_rollout_restart": sorted(numbers)}
     sizes = batches(members, serial, "sglang_rollout_restart", parallel) if numbers else []
