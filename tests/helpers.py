@@ -107,3 +107,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def fake_proc(root: Path, processes: dict[str, list[str]]) -> Path:
+    """A /proc with the given argv per PID, as the kernel writes cmdline (NUL after each argument)."""
+    (root / "self").mkdir(parents=True)  # not a PID: skipped
+    for pid, argv in processes.items():
+        (root / pid).mkdir()
+        (root / pid / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
+    return root

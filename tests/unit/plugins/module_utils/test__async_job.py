@@ -14,20 +14,11 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.module_utils import _async_job
-from helpers import ROOT, wait_for
+from helpers import ROOT, fake_proc, wait_for
 
 WRAPPER_ARGV = (ROOT / "tests/fixtures/ansible/async-wrapper-cmdline.txt").read_text().splitlines()
 WRAPPER_JID = f"{WRAPPER_ARGV[2]}.13918"  # the job id the captured job had
 STARTED = {"started": True, "finished": False, "ansible_job_id": WRAPPER_JID}  # async_wrapper._run_module's first
-
-
-def fake_proc(root: Path, processes: dict[str, list[str]]) -> Path:
-    """A /proc with the given argv per PID, as the kernel writes cmdline (NUL after each argument)."""
-    (root / "self").mkdir(parents=True)  # not a PID: skipped
-    for pid, argv in processes.items():
-        (root / pid).mkdir()
-        (root / pid / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
-    return root
 
 
 @pytest.mark.parametrize(("processes", "running"), [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from ansible_collections.sglang.deploy.plugins.module_utils import _async_job, sglang_waiter
 from ansible_collections.sglang.deploy.plugins.modules import sglang_ready
-from helpers import ROOT
+from helpers import ROOT, fake_proc
 from host_commands import Commands
 
 # ---- poll mode: the detached waiter's async job --------------------------------------------------
@@ -22,15 +22,6 @@ JID = "j123456789.4242"
 STATUS = {"unit": "sglang-kimi.service", "phase": "loading weights", "describe": "loading weights 45% (29/64 shards)",
           "elapsed_s": 131.0, "health": "[Errno 111] Connection refused"}
 WRAPPER_ARGV = (ROOT / "tests/fixtures/ansible/async-wrapper-cmdline.txt").read_text().splitlines()
-
-
-def fake_proc(root: Path, processes: dict[str, list[str]]) -> Path:
-    """A /proc with the given argv per PID, as the kernel writes cmdline (NUL after each argument)."""
-    (root / "self").mkdir(parents=True)  # not a PID: skipped
-    for pid, argv in processes.items():
-        (root / pid).mkdir()
-        (root / pid / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in argv))
-    return root
 
 
 @pytest.fixture
