@@ -76,6 +76,11 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
     kept = [_with_reasons(host, reasons) for host in groups.get("sglang_workers", [])
             if host in set(groups.get(others, []))]
     alone = f"{left}, not drained: {', '.join(kept)}." if kept else ""
+    live = [_with_reasons(host, reasons) for host in groups.get("sglang_workers", [])
+            if host in set(groups.get("sglang_rollout_live", []))]
+    if live:  # changed through the server's API and read back, one at a time after the routers (deploy.yml)
+        alone = (f"Changed live, not drained, not restarted (expected downtime 0 s): {', '.join(live)}. "
+                 + alone).strip()
     waited = [host for host in groups.get("sglang_workers", []) if host in set(groups.get("sglang_rollout_rejoin", []))]
     if waited:  # started by an earlier run and still loading: out of service until ready, so before any batch
         alone = (f"Waited for first, then back in the routers (an earlier run started them; still loading): "

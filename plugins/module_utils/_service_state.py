@@ -18,6 +18,8 @@ import os
 import time
 import typing as t
 
+from ._live import unit_summary
+
 # The unit's properties the restart decision reads.
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "MainPID", "ExecMainStartTimestampMonotonic", "NeedDaemonReload")
 PROC = "/proc"
@@ -96,10 +98,20 @@ def deployed_state(paths: t.Iterable[str], unit: dict[str, str], flag: str = REB
                    listening: bool | None = None) -> dict[str, t.Any]:
     """What the restart decision reads, in sglang_service_state's shape: the files' checksums, the unit's
     properties as given, what the running server was started from (with ``listening``: whether it accepts
-    connections on its port yet, when the caller knows), and a pending reboot. OSError when a file exists and
-    cannot be read."""
+    connections on its port yet, when the caller knows), a pending reboot, and what the unit file (the first
+    path) runs (_live.unit_summary). OSError when a file exists and cannot be read."""
     paths = list(paths)
     running = running_state(unit, paths)
     if running is not None:
         running["listening"] = listening
-    return {"files": checksums(paths), "unit": unit, "running": running, "reboot": pending_reboot(flag)}
+    return {"files": checksums(paths), "unit": unit, "running": running, "reboot": pending_reboot(flag),
+            "unit_file": unit_summary(read_text(paths[0])) if paths else None}
+
+
+def read_text(path: str) -> str | None:
+    """A file's text, None when it does not exist; OSError when it exists and cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None

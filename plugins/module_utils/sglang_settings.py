@@ -68,6 +68,8 @@ TEXT = Kind(_text, "a string")
 SWITCH = Kind(to_bool, "true or false")
 COUNT = Kind(to_int, "an integer >= 1", lambda x: x >= 1)
 PORT = Kind(to_int, "an integer from 1 to 65535", lambda x: 1 <= x <= 65535)
+THRESHOLD = Kind(to_float, "a number above 0 and at most 1 (1.0, SGLang's default, accepts a draft token only as the "
+                 "target model would sample it)", lambda x: 0.0 < x <= 1.0)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,9 @@ class Setting:
     required: str | None = None     # what is allowed, when the setting must be given
     default: Any = None
     emit: str = "value"
+    # Changeable on a running server (SGLang 0.5.23 POST /set_internal_state,
+    # srt/managers/scheduler_components/internal_state.py): SGLang's own default, which a removed flag returns to.
+    live_default: Any = None
 
     @property
     def dest(self) -> str:
@@ -134,6 +139,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("--speculative-num-steps", "sglang_speculative_num_steps", COUNT, needs=_SPECULATIVE),
     Setting("--speculative-eagle-topk", "sglang_speculative_eagle_topk", COUNT, needs=_SPECULATIVE),
     Setting("--speculative-num-draft-tokens", "sglang_speculative_num_draft_tokens", COUNT, needs=_SPECULATIVE),
+    # Live: a change of these alone is applied through the running server's API, without a restart.
+    Setting("--speculative-accept-threshold-single", "sglang_speculative_accept_threshold_single", THRESHOLD,
+            live_default=1.0),
+    Setting("--speculative-accept-threshold-acc", "sglang_speculative_accept_threshold_acc", THRESHOLD,
+            live_default=1.0),
     Setting("--config", "sglang_api_key", emit="derived"),
     Setting("--enable-metrics", "sglang_enable_metrics", SWITCH, default=True, emit="switch"),
     # Set only through sglang_extra_args; rows because the capacity plan reads them.
@@ -149,6 +159,10 @@ SETTINGS: tuple[Setting, ...] = (
 NEEDS_DRAFT = ("EAGLE", "EAGLE3")
 # The short -e names of the table (-e hicache_ratio=2.0), and the variable each one stands for.
 ALIASES = {s.alias: s.var for s in SETTINGS if s.alias and s.var}
+
+
+# The flags a running server takes through POST /set_internal_state: flag -> (its key there, SGLang's default).
+LIVE = {s.flag: (s.dest, s.live_default) for s in SETTINGS if s.live_default is not None}
 
 
 def variables() -> list[str]:

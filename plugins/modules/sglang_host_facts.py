@@ -33,6 +33,16 @@ options:
   port:
     description: Port the server binds.
     type: int
+  bind:
+    description:
+      - The address the server binds (C(sglang_host)); C(/server_info) is asked there, or on 127.0.0.1 for a
+        wildcard or loopback address.
+    type: str
+    version_added: "2.0.0"
+  api_key:
+    description: The key C(/server_info) needs when the server has one (C(sglang_api_key)); never logged.
+    type: str
+    version_added: "2.0.0"
   observed_file:
     description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
       O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists.
@@ -223,9 +233,20 @@ deployed:
           when no main process runs - its PID, argv, start, C(need_daemon_reload) and C(changed_after_start).
         - With O(port), also C(listening) - whether the unit's server accepts connections on its port, which SGLang
           opens only once loaded (a server an earlier run restarted may still be loading).
+        - When it listens, also C(live) - the live settings it holds (SGLang 0.5.23 C(GET /server_info), the
+          C(internal_states) every data-parallel rank agrees on), null when it did not answer.
       type: dict
       sample: {"pid": 48213, "argv": ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server"],
-               "started": 1796425664.022, "need_daemon_reload": false, "changed_after_start": []}
+               "started": 1796425664.022, "need_daemon_reload": false, "changed_after_start": [],
+               "live": {"speculative_accept_threshold_single": 1.0, "speculative_accept_threshold_acc": 1.0}}
+    unit_file:
+      description:
+        - The unit file on the host (the first of O(deployed_files)) as the live-change decision compares it - what
+          its ExecStart= runs (C(exec), null when systemd fills part of it in) and the SHA-1 of the rest (C(rest));
+          null when it does not exist.
+      type: dict
+      sample: {"exec": ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server"],
+               "rest": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33"}
     reboot:
       description: Whether a reboot is pending (C(/run/reboot-required)), and the packages that asked for it.
       type: dict
@@ -249,8 +270,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import open_url
+from ansible_collections.sglang.deploy.plugins.module_utils import _live, _service_state, _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
-from ansible_collections.sglang.deploy.plugins.module_utils import _service_state, _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
 from ansible_collections.sglang.deploy.plugins.module_utils._load import safetensors_bytes
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
@@ -341,14 +364,33 @@ def unit_properties(module: AnsibleModule, unit: str) -> tuple[dict[str, str], s
 def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit_error: str,
              listening: bool | None = None) -> dict[str, Any]:
     """What sglang_service_state returns for these files and the unit, with whether the server listens on its
-    port yet (SGLang opens it only once loaded); fails the module as sglang_service_state does."""
+    port yet (SGLang opens it only once loaded), what the unit file (the first path) runs, and the live settings
+    the listening server holds (/server_info); fails the module as sglang_service_state does."""
     if unit_error:
         module.fail_json(msg=f"sglang_host_facts: {unit_error}")
     unit_state = {name: unit.get(name, "") for name in _service_state.UNIT_PROPERTIES}
     try:
-        return _service_state.deployed_state(paths, unit_state, listening=listening)
+        state = _service_state.deployed_state(paths, unit_state, listening=listening)
     except OSError as exc:
         module.fail_json(msg=f"sglang_host_facts: {exc.filename}: {exc.strerror}")
+    if state["running"] is not None:
+        state["running"]["live"] = live_settings(module) if listening else None
+    return state
+
+
+def live_settings(module: AnsibleModule) -> dict[str, float] | None:
+    """The live settings the server holds (GET /server_info, its internal_states), None when it does not answer."""
+    p = module.params
+    bind = str(p["bind"] or "")
+    host = "127.0.0.1" if bind in ("", "0.0.0.0", "::", "127.0.0.1", "localhost") else bind
+    headers = {"Authorization": f"Bearer {p['api_key']}"} if p["api_key"] else {}
+    url = f"http://{f'[{host}]' if ':' in host else host}:{p['port']}/server_info"
+    try:
+        with open_url(url, headers=headers, timeout=30, validate_certs=False) as response:
+            info = json.loads(response.read())
+    except (OSError, ValueError, HTTPError, URLError):
+        return None
+    return _live.server_values(info)
 
 
 def unit_pids(group: str) -> set[int]:
@@ -525,6 +567,8 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "model_path": {"type": "path", "required": True},
     "draft_model_path": {"type": "path"},
     "port": {"type": "int"},
+    "bind": {"type": "str"},
+    "api_key": {"type": "str", "no_log": True},
     "observed_file": {"type": "path"},
     "stamps": {"type": "list", "elements": "str", "default": []},
     "stamps_dir": {"type": "path", "default": _stamp.DEFAULT_DIR},

@@ -125,6 +125,16 @@ reboot:
       type: list
       elements: str
       sample: [linux-image-6.1.0-41-amd64]
+unit_file:
+  description:
+    - The unit file (the first of O(files)) as the live-change decision compares it
+      (P(sglang.deploy.restart_decision#filter)) - what its ExecStart= runs (C(exec), null when systemd fills part
+      of it in) and the SHA-1 of the rest (C(rest)); null when it does not exist.
+  type: dict
+  returned: always
+  version_added: "2.0.0"
+  sample: {"exec": ["/opt/sglang/0.5.23/venv/bin/python", "-m", "sglang.launch_server"],
+           "rest": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33"}
 """
 
 import typing as t

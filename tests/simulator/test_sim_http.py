@@ -197,3 +197,20 @@ def test_api_key_is_enforced_except_on_health_and_metrics(launch: LaunchFn, mode
     for path in ("/health", "/health_generate", "/ping"):
         assert get_status(port, path) == 200
     assert get_status(port, "/metrics") == 404  # not enabled: 404, not 401
+
+
+def test_set_internal_state_is_all_or_nothing_and_read_back_in_internal_states(api: Server) -> None:
+    """0.5.23's POST /set_internal_state (internal_state.py): a live key is set and shows in /server_info's
+    internal_states while the top level keeps the launch's value; one refused key refuses the whole request (200,
+    [false], the scheduler's warning), as the real server answered on this machine's CPU."""
+    key = "speculative_accept_threshold_single"
+    status, body, _headers = request(api.port, "POST", "/set_internal_state",
+                                     json.dumps({"server_args": {key: 0.7}}).encode())
+    assert (status, json.loads(body)) == (200, [True])
+    info = get_json(api.port, "/server_info")
+    assert info["internal_states"][0][key] == 0.7 and info.get(key, 1.0) == 1.0  # the launch value stays
+    status, body, _headers = request(api.port, "POST", "/set_internal_state",
+                                     json.dumps({"server_args": {key: 0.5, "page_size": 64}}).encode())
+    assert (status, json.loads(body)) == (200, [False])
+    assert get_json(api.port, "/server_info")["internal_states"][0][key] == 0.7  # nothing of it was set
+    assert "Updating page_size is not supported." in api.stderr

@@ -10,7 +10,8 @@ the CLI and printing a `MEASURED engine drill N` line with the version the serve
    rolled back byte for byte, serving again;
 6. a change rolled across both servers behind the real sglang-router under bounded load: no request fails;
 7. Debian's Prometheus scrapes the real /metrics; a real saturation fires SGLangKVCacheSaturated, which clears;
-8. plan.yml calibrates from the real server's startup log, and refuses a log of another model.
+8. plan.yml calibrates from the real server's startup log, and refuses a log of another model;
+9. a live change (a speculative acceptance threshold): set through the API and read back, no restart.
 What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
 .cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
 Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
@@ -295,6 +296,15 @@ def test_3_a_change_restarts_the_server_once(host: Any, restart: Restart) -> Non
     assert info["schedule_policy"] == "lpm", info["schedule_policy"]  # the server's own view of its settings
     assert healthy(name)
     ready = re.search(r"ready after ([\d.]+) s", out)
+    # The cost before the change (the host's last recorded load, drill 1's) and the measured one after.
+    expected = re.search(r"Expected downtime per batch \(its slowest host's last load, drain not counted\): "
+                         r"batch 1: (\d+) s", out)
+    measured = re.search(rf"DOWNTIME {name}: out of service (\d+) s \(drain, restart, load, smoke test\); expected "
+                         r"(\d+) s before the change \(the load of \S+ on this host", out)
+    assert expected and measured and measured.group(2) == expected.group(1), why(out)
+    print(f"MEASURED engine drill 3 downtime: expected {expected.group(1)} s before the change (the last recorded "
+          f"load), out of service {measured.group(1)} s (drain with a request held until SIGTERM, restart, load, "
+          "smoke test)")
     print(f"MEASURED engine drill 3 restart: sglang {info['version']} (server_info); --schedule-policy lpm on "
           f"{name}: {restart.seconds:.1f} s wall, probe passed, 1 start, ready after "
           f"{ready.group(1) if ready else '?'} s; the server reports schedule_policy={info['schedule_policy']}")
@@ -572,6 +582,48 @@ def test_8_the_plan_calibrates_from_the_real_log_and_refuses_another_models(host
     print(f"MEASURED engine drill 8 calibration: sglang {served['version']} (server_info); plan.yml with the real "
           f"log: calibrated {result['calibrated']}, {result['device_kv_tokens']} KV tokens = the server's own "
           f"max_total_num_tokens {served['max_total_num_tokens']}; a Kimi-K2.5 log refused, naming the model")
+
+
+# --- 9. a live change -------------------------------------------------------------------------------------------
+
+LIVE_KEY = "speculative_accept_threshold_single"
+
+
+def held(name: str) -> list[Any]:
+    """What every data-parallel rank of the server holds of the live setting (/server_info internal_states)."""
+    return [state.get(LIVE_KEY) for state in server_info(name)["internal_states"]]
+
+
+def test_9_a_live_change_keeps_the_server_and_reads_back_its_value(host: Any) -> None:
+    """SGLang 0.5.23 takes the speculative acceptance thresholds at runtime (POST /set_internal_state): the deploy
+    sets the new value, reads it back from /server_info and writes it in the unit for the next start, without a
+    drain or a restart; a rerun does nothing; taking the setting out returns the server to SGLang's default live."""
+    name = WORKERS[0]
+    before, started = invocation(name), starts(name)
+    assert held(name) == [1.0], held(name)
+    rc, out, seconds = deploy("--limit", name, "-e", "sglang_speculative_accept_threshold_single=0.7")
+    assert rc == 0, why(out)
+    assert re.search(rf"Changed live, not drained, not restarted \(expected downtime 0 s\): {name} \(live: "
+                     rf"{LIVE_KEY} 1.0 -> 0.7 through POST /set_internal_state", out), why(out)
+    assert f"LIVE {LIVE_KEY}=0.7 set and read back from /server_info; no restart" in out, why(out)
+    assert invocation(name) == before and starts(name) == started, "the live change restarted the server"
+    assert held(name) == [0.7], held(name)
+    unit = on(name).file(UNIT_PATH).content_string
+    assert "--speculative-accept-threshold-single 0.7" in unit, unit
+    assert "--speculative-accept-threshold-single" not in running_argv(name)  # the launch's argv is the old one
+    assert show(name, "NeedDaemonReload")["NeedDaemonReload"] == "no"
+    rc, rerun, rerun_seconds = deploy("--limit", name, "-e", "sglang_speculative_accept_threshold_single=0.7")
+    assert rc == 0, why(rerun)
+    assert recap(rerun, name)["changed"] == 0 and "Changed live" not in rerun, why(rerun)
+    rc, back, back_seconds = deploy("--limit", name)
+    assert rc == 0, why(back)
+    assert f"{LIVE_KEY} 0.7 -> 1.0" in back, why(back)
+    assert invocation(name) == before and starts(name) == started and held(name) == [1.0], held(name)
+    assert "--speculative-accept-threshold-single" not in on(name).file(UNIT_PATH).content_string
+    print(f"MEASURED engine drill 9 live change: sglang {version(name)} (server_info); {LIVE_KEY} 1.0 -> 0.7 set "
+          f"through POST /set_internal_state and read back 0.7 from /server_info in a {seconds:.1f} s deploy, "
+          f"InvocationID unchanged, 0 restarts; rerun changed 0 in {rerun_seconds:.1f} s; back to 1.0 live in "
+          f"{back_seconds:.1f} s")
 
 
 # --- what the real server gave, against the fixtures the simulator is held to ------------------------------------

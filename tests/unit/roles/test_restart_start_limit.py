@@ -98,7 +98,9 @@ def test_every_start_of_the_server_goes_through_restart_yml() -> None:
         text = path.read_text()
         assert "state: restarted" not in text and "state: started" not in text, path
     handlers = yaml.safe_load((ROOT / "roles/sglang_service/handlers/main.yml").read_text())
-    assert [handler["ansible.builtin.include_tasks"] for handler in handlers] == ["restart.yml"]
+    # The other handler only reloads systemd (a live change's unit, live.yml): it starts nothing.
+    assert [handler.get("ansible.builtin.include_tasks") for handler in handlers] == ["restart.yml", None]
+    assert handlers[1]["ansible.builtin.systemd_service"] == {"daemon_reload": True}
     assert any(task.get("ansible.builtin.include_tasks") == "restart.yml" for task in tasks("rollback.yml"))
 
 

@@ -26,6 +26,7 @@ def plan(*args: Any) -> dict[str, Any]:
     assert result.pop("files") == list(args[0] or [])
     assert result.pop("stale") == []  # nothing runs in these cases, or nothing says it is older than its files
     assert result.pop("rejoin") is False
+    assert result.pop("live") is None  # no live change given
     return result
 
 

@@ -64,4 +64,4 @@ def test_an_unreadable_argv_or_an_unknown_start_leaves_that_evidence_out(tmp_pat
 def test_the_deployed_state_carries_the_running_server(tmp_path: Path) -> None:
     state = _service_state.deployed_state([], {"ActiveState": "inactive"}, str(tmp_path / "reboot-required"))
     assert state == {"files": {}, "unit": {"ActiveState": "inactive"}, "running": None,
-                     "reboot": {"required": False, "packages": []}}
+                     "reboot": {"required": False, "packages": []}, "unit_file": None}

@@ -223,3 +223,44 @@ def test_what_the_unit_holds_is_its_anonymous_and_shared_memory_not_its_page_cac
     (v2 / group.strip("/")).mkdir(parents=True)
     (v2 / group.strip("/") / "memory.stat").write_text("anon 300000\nfile 9000000\nshmem 4000\nunevictable 300000\n")
     assert facts_mod.unreclaimable_memory(group, roots) == 304000
+
+
+class _Module:
+    def __init__(self, **params: Any) -> None:
+        self.params = {"bind": None, "api_key": None, **params}
+
+
+def test_the_live_settings_are_read_back_from_server_info_on_loopback() -> None:
+    """A listening server's live settings: /server_info's internal_states (0.5.23's shape; the top level keeps the
+    launch's values), asked with the server's key; None when it does not answer or refuses."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append(self.headers.get("Authorization"))
+            ok = self.path == "/server_info" and self.headers.get("Authorization") == "Bearer k"
+            body = json.dumps({"speculative_accept_threshold_single": 1.0, "internal_states": [
+                {"speculative_accept_threshold_single": 0.7, "speculative_accept_threshold_acc": 1.0}]}).encode()
+            self.send_response(200 if ok else 401)
+            self.end_headers()
+            self.wfile.write(body if ok else b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert facts_mod.live_settings(_Module(port=port, bind="0.0.0.0", api_key="k")) == {
+            "speculative_accept_threshold_single": 0.7, "speculative_accept_threshold_acc": 1.0}
+        assert facts_mod.live_settings(_Module(port=port)) is None  # refused without the key
+        assert seen == ["Bearer k", None]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert facts_mod.live_settings(_Module(port=port, api_key="k")) is None  # nothing listens any more

@@ -30,6 +30,11 @@ from sglang._sim.settings import Settings
 Writer = Callable[[bytes], None]
 Stream = Callable[[Writer], None]
 AUTH_EXEMPT = ("/health", "/health_generate", "/ping", "/metrics")
+# POST /set_internal_state's config keys (0.5.23 srt/managers/scheduler_components/internal_state.py,
+# _update_handlers): set as context overrides, which /server_info's internal_states show. Its two DSpark keys need a
+# DSpark worker, which the simulator never is: refused, as a server without one refuses them.
+LIVE_KEYS = ("pp_max_micro_batch_size", "speculative_accept_threshold_single", "speculative_accept_threshold_acc")
+ADMIN_OPTIONAL = ("/set_internal_state",)
 GENERATION_PATHS = ("/generate", "/v1/completions", "/v1/chat/completions")
 
 
@@ -92,6 +97,7 @@ class State:
     constants: Constants
     host_pool_tokens: int | None = None
     dropped_reasons: tuple[str, ...] = ()  # HiCache's pre-seeded hicache_dropped_tokens_total reasons
+    overrides: dict[str, Any] = field(default_factory=dict)  # set by POST /set_internal_state
     graph_label: str = "cuda graph"    # "cpu graph" on --device cpu (metrics_reporter.py:286-290)
     ready: threading.Event = field(default_factory=threading.Event)
     created: float = field(default_factory=time.time)
@@ -141,7 +147,7 @@ class Api:
             self.get_routes["/metrics"] = self.metrics
         self.post_routes: dict[str, Callable[[dict[str, Any]], Response]] = {
             "/generate": self.generate, "/v1/completions": self.completions,
-            "/v1/chat/completions": self.chat,
+            "/v1/chat/completions": self.chat, "/set_internal_state": self.set_internal_state,
         }
         if state.info.freeze_gc:  # GET and POST (http_server.py:1254-1264)
             self.get_routes["/freeze_gc"] = self.freeze_gc
@@ -149,7 +155,9 @@ class Api:
 
     # ---- dispatch ---------------------------------------------------------------------
     def authorized(self, path: str, headers: Any) -> bool:
-        key = self.state.args.get("api_key")
+        # ADMIN_OPTIONAL routes take the admin key when the server has one, else its API key (srt/utils/auth.py).
+        admin = self.state.args.get("admin_api_key")
+        key = admin if path in ADMIN_OPTIONAL and admin else self.state.args.get("api_key")
         if not key or path in AUTH_EXEMPT:
             return True
         return headers.get("Authorization") == f"Bearer {key}"
@@ -160,7 +168,7 @@ class Api:
         if method in ("GET", "HEAD") and path in self.get_routes:
             return self.get_routes[path]()
         if method in ("POST", "PUT") and path in self.post_routes:
-            if method == "PUT" and path != "/generate":
+            if method == "PUT" and path not in ("/generate", "/set_internal_state"):
                 return json_response(405, {"detail": "Method Not Allowed"})
             return self._post(path, body)
         if path in self.get_routes or path in self.post_routes:
@@ -219,7 +227,7 @@ class Api:
         scheduler's info, kv_events, startup_time, one internal state per DP rank, version, frontend. The version
         is the installed package's, as SGLang reports sglang.__version__: "<pin>+sim" for this simulator."""
         state, info = self.state, self.state.info
-        internal = dict(info.resolved, world_size=len(state.ranks.local),
+        internal = dict(info.resolved, **state.overrides, world_size=len(state.ranks.local),
                         effective_max_running_requests_per_dp=state.engine.max_running,
                         last_gen_throughput=state.engine.throughput(), memory_usage=info.memory_usage,
                         decode_cuda_graph_bs=info.decode_graph_bs,
@@ -234,6 +242,33 @@ class Api:
                     hicache_object_layout=layout, kv_events=None, startup_time=info.startup_time,
                     internal_states=[internal], version=state.version, frontend="python")
         return json_response(200, body)
+
+    def set_internal_state(self, body: dict[str, Any]) -> Response:
+        """0.5.23's POST /set_internal_state: every key checked first, and the whole request refused (200, [false],
+        a warning in the scheduler's log) when one is not a live key or out of range; else all set at once (200,
+        [true], one per DP rank) and logged as the real scheduler logs it."""
+        requested = body.get("server_args")
+        if not isinstance(requested, dict):
+            raise BadRequest("server_args must be a JSON object")
+        for key, value in requested.items():
+            problem = self._live_problem(key, value)
+            if problem:
+                logs.log(problem, 0)
+                return json_response(200, [False])
+        if requested:
+            self.state.overrides.update(requested)
+            logs.log(f"Config updated via context override: {requested}", 0)
+        return json_response(200, [True])
+
+    def _live_problem(self, key: str, value: Any) -> str:
+        if key not in LIVE_KEYS:
+            return f"Updating {key} is not supported."
+        if key == "pp_max_micro_batch_size":
+            upper = self.state.engine.max_running // max(int(self.state.args.get("pp_size") or 1), 1)
+            if not isinstance(value, int) or not 1 <= value <= upper:
+                return (f"Updating {key} to {value} is rejected because it is out of the valid range "
+                        f"[1, {upper}].")
+        return ""
 
     def models(self) -> Response:
         name = self.state.served_name
