@@ -587,6 +587,8 @@ def test_8_the_plan_calibrates_from_the_real_log_and_refuses_another_models(host
 # --- 9. a live change -------------------------------------------------------------------------------------------
 
 LIVE_KEY = "speculative_accept_threshold_single"
+# The fleet as drill 6 left it (its rolled change): a deploy that gives less would restart the server for that.
+AS_LEFT = with_args(**{"schedule-conservativeness": 0.9})
 
 
 def held(name: str) -> list[Any]:
@@ -601,7 +603,7 @@ def test_9_a_live_change_keeps_the_server_and_reads_back_its_value(host: Any) ->
     name = WORKERS[0]
     before, started = invocation(name), starts(name)
     assert held(name) == [1.0], held(name)
-    rc, out, seconds = deploy("--limit", name, "-e", "sglang_speculative_accept_threshold_single=0.7")
+    rc, out, seconds = deploy("--limit", name, *AS_LEFT, "-e", "sglang_speculative_accept_threshold_single=0.7")
     assert rc == 0, why(out)
     assert re.search(rf"Changed live, not drained, not restarted \(expected downtime 0 s\): {name} \(live: "
                      rf"{LIVE_KEY} 1.0 -> 0.7 through POST /set_internal_state", out), why(out)
@@ -612,10 +614,11 @@ def test_9_a_live_change_keeps_the_server_and_reads_back_its_value(host: Any) ->
     assert "--speculative-accept-threshold-single 0.7" in unit, unit
     assert "--speculative-accept-threshold-single" not in running_argv(name)  # the launch's argv is the old one
     assert show(name, "NeedDaemonReload")["NeedDaemonReload"] == "no"
-    rc, rerun, rerun_seconds = deploy("--limit", name, "-e", "sglang_speculative_accept_threshold_single=0.7")
+    rc, rerun, rerun_seconds = deploy("--limit", name, *AS_LEFT, "-e",
+                                      "sglang_speculative_accept_threshold_single=0.7")
     assert rc == 0, why(rerun)
     assert recap(rerun, name)["changed"] == 0 and "Changed live" not in rerun, why(rerun)
-    rc, back, back_seconds = deploy("--limit", name)
+    rc, back, back_seconds = deploy("--limit", name, *AS_LEFT)
     assert rc == 0, why(back)
     assert f"{LIVE_KEY} 0.7 -> 1.0" in back, why(back)
     assert invocation(name) == before and starts(name) == started and held(name) == [1.0], held(name)
