@@ -165,7 +165,7 @@ def advise(load: dict[str, Any] | None, disk: dict[str, Any] | None, weights_byt
 def line(advice: dict[str, Any] | None) -> str:
     """One line of advice: the lever and the gain to expect, then why."""
     if not isinstance(advice, dict) or advice.get("bound", "unknown") == "unknown":
-        return "load speed unknown: " + str((advice or {}).get("why") or "no advice")
+        return "unknown: " + str((advice or {}).get("why") or "no advice")
     gain = advice.get("expected_gain_s")
     head = {"storage": "disk-bound, lever: storage",
             "presharded": f"lever: presharded, up to {gain or 0:.0f} s faster",

@@ -16,7 +16,8 @@ description:
   - The read uses C(O_DIRECT) in 16 MiB blocks. A file system that refuses C(O_DIRECT) (tmpfs, some overlays) is
     read after C(posix_fadvise(POSIX_FADV_DONTNEED)) instead, which drops the file's clean cached pages first; the
     record's RV(record.method) says which. Nothing is written to the model directory.
-  - The record is bookkeeping about the host, not its configuration, so the module never reports a change.
+  - The record is bookkeeping about the host, not its configuration, so the module never reports a change. It is
+    not written when the directory of O(record) does not exist yet (a first install); the next run measures again.
     The rate is what the next weight load is compared with (filter P(sglang.deploy.load_advice#filter)).
 version_added: "2.0.0"
 options:
@@ -122,6 +123,7 @@ why:
 """
 
 import datetime
+import os
 import typing as t
 
 from ansible.module_utils.basic import AnsibleModule
@@ -142,7 +144,10 @@ def run(params: dict[str, t.Any], check_mode: bool) -> dict[str, t.Any]:
     measured = _load_speed.measure(shard, params["max_bytes"])
     record = dict(measured, model_path=params["model_path"],
                   measured_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    if not check_mode:
+    home = os.path.dirname(params["record"]) or "."
+    if not os.path.isdir(home):  # a first install: the role that makes the directory has not run yet
+        why += f"; not kept: {home} does not exist yet"
+    elif not check_mode:
         replace_atomically(params["record"], record, mode=0o644)  # no secret in it: readable by all
     return {"changed": False, "record": record, "measured": True, "why": why}
 

@@ -127,7 +127,7 @@ def test_without_a_load_or_a_disk_rate_the_advice_is_unknown(load: Any, disk: An
     advice = _load_speed.advise(load, disk)
     assert advice["bound"] == "unknown" and advice["lever"] == "none" and advice["expected_gain_s"] is None
     assert why in advice["why"]
-    assert _load_speed.line(advice).startswith("load speed unknown: ")
+    assert _load_speed.line(advice).startswith("unknown: ")
 
 
 def test_the_next_loads_weights_size_is_used_when_given() -> None:
@@ -198,3 +198,12 @@ def test_the_module_says_when_there_is_nothing_to_measure(tmp_path: Path) -> Non
     result = sglang_disk_rate.run(params, check_mode=False)
     assert result["record"] is None and not result["measured"] and "no .safetensors file" in result["why"]
     assert not (tmp_path / "d.json").exists()
+
+
+def test_the_module_creates_no_directory(tmp_path: Path) -> None:
+    model(tmp_path, {"a.safetensors": 16 * MIB})
+    params = {"model_path": str(tmp_path), "record": str(tmp_path / "home" / "d.json"), "max_bytes": MIB,
+              "remeasure": False}
+    result = sglang_disk_rate.run(params, check_mode=False)
+    assert result["measured"] and result["record"]["bytes"] == 16 * MIB and "not kept" in result["why"]
+    assert not (tmp_path / "home").exists()
