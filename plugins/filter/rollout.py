@@ -64,10 +64,11 @@ _PLANS = {
 
 
 def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart",
-                 why: Any = None, expected: Any = None) -> str:
+                 why: Any = None, expected: Any = None, advice: Any = None) -> str:
     """What the rolling play will do, printed before any server is drained: the servers that restart (or
     reboot, playbooks/reboot.yml), in their batches, and the ones left alone; `why` (host -> reasons) says
-    after each host what changes there and whether it reboots."""
+    after each host what changes there and whether it reboots; `advice` (host -> one line of load-speed advice)
+    adds one sentence per host that restarts."""
     if action not in _PLANS:
         raise AnsibleFilterError(f"rollout_plan: action {action!r}; allowed: {', '.join(_PLANS)}")
     members, others, title, done, left = _PLANS[action]
@@ -92,7 +93,7 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
     if parallel:
         return (f"{title}: first install, no server runs yet: {', '.join(hosts)} start together. "
                 + _expected([names], expected, "Expected time until they serve (the slowest host's last load)")
-                + alone)
+                + _advice(names, advice) + alone)
     sizes, lines, batches, index = rollout_batches(groups, serial, members), [], [], 0
     for number, size in enumerate(sizes, 1):
         lines.append(f"batch {number}: {', '.join(hosts[index:index + size])}")
@@ -103,7 +104,7 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
             f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
             f"and back before the next: {'; '.join(lines)}. "
             + _expected(batches, expected, "Expected downtime per batch (its slowest host's last load, drain not "
-                        "counted)") + alone).strip()
+                        "counted)") + _advice(names, advice) + alone).strip()
 
 
 def _expected(batches: list[list[str]], expected: Any, title: str) -> str:
@@ -123,6 +124,12 @@ def _expected(batches: list[list[str]], expected: Any, title: str) -> str:
                         for number, value in enumerate(per_batch, 1))
             + f"; the roll at least {sum(known) / 60:.1f} min")
     return text + (f" (no load recorded yet: {', '.join(unknown)}). " if unknown else ". ")
+
+
+def _advice(hosts: list[str], advice: Any) -> str:
+    """One sentence per host that restarts and has advice: "Load speed on <host>: <advice>." (advice only)."""
+    lines = {str(host): str(text).strip().rstrip(".") for host, text in dict(advice or {}).items() if text}
+    return "".join(f"Load speed on {host}: {lines[host]}. " for host in hosts if lines.get(host))
 
 
 def _with_reasons(host: str, reasons: dict[str, list[str]]) -> str:

@@ -69,7 +69,8 @@ def status_table(rows: Any) -> str:
     "config" is DRIFT when the deployed files differ from what the repository renders, STALE when they do not
     but the running server was not started from them (its reasons follow the table), else "in sync".
     "KV pool planned" ends in "*" when the plan is calibrated from the last start; "weights read" is the
-    last load's rate, "disk reads" the disk's sequential rate, and "at disk rate" the weights' size over it."""
+    last load's rate, "disk reads" the disk's sequential rate, and "at disk rate" the weights' size over it. Each
+    server's load-speed advice (filter load_advice) follows the table, one line each."""
     head = f"{'host':<24} {'state':<16} {'health':<7} {'uptime':>8} {'restarts':>8} {'version':<12} {'config':<8}" \
            f" {'KV used':>8} {'host KV used':>13} {'KV pool planned':>16} {'KV pool seen':>13}" \
            f" {'last load':>10} {'weights read':>13} {'disk reads':>11} {'at disk rate':>13}"
@@ -87,7 +88,14 @@ def status_table(rows: Any) -> str:
                      f" {planned:>16} {_tokens(row.get('kv_tokens_observed')):>13} {_load_columns(row)}")
     lines += [f"{row['host']}: STALE: {reason}" for row in rows or [] if not row.get("drift")
               for reason in row.get("stale") or []]
+    lines += [f"{row['host']}: LOAD SPEED: {text}" for row in rows or [] if (text := _advice(row))]
     return "\n".join(lines)
+
+
+def _advice(row: dict[str, Any]) -> str:
+    """The row's load-speed advice as one line (filter load_advice's ``text``), or "" without one."""
+    advice = row.get("load_advice")
+    return str(advice.get("text") or "") if isinstance(advice, dict) else str(advice or "")
 
 
 def _config(row: dict[str, Any]) -> str:

@@ -180,6 +180,7 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
     result: dict[str, Any] | None = None
     startup = facts.pop("startup_log", None)
     observed = facts.pop("startup_observed", None)
+    disk = facts.pop("disk_rate", None)
     missing = missing_for_plan(facts, calibrating=bool(startup))
     if not missing:
         try:
@@ -205,7 +206,8 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
                       + (f" (the host: {'; '.join(unread)})" if unread else ""))
     return {"ok": not errors, "errors": errors, "warnings": warnings, "drop_env": checked["drop_env"],
             "plan": result, "facts": {k: v for k, v in facts.items() if k not in ("model_config", "draft_config")},
-            "hardware": hardware, "observed": observed if isinstance(observed, dict) else None}
+            "hardware": hardware, "observed": observed if isinstance(observed, dict) else None,
+            "disk": disk if isinstance(disk, dict) else None}
 
 
 def apply(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,

@@ -47,6 +47,11 @@ options:
     description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
       O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists.
     type: path
+  disk_file:
+    description: The disk's sequential read rate under the model, as module M(sglang.deploy.sglang_disk_rate)
+      recorded it; read when it exists.
+    type: path
+    version_added: "2.0.0"
   stamps:
     description:
       - Install roles whose stamps to read too (what module M(sglang.deploy.converge_stamp) reads with
@@ -210,6 +215,14 @@ facts:
       returned: when O(observed_file) exists and holds a JSON object
       sample: {"recorded_at": "2026-12-01T10:12:40Z", "identity": {"tp_size": 8},
                "startup": {"pre_load_free_bytes": 100738457928, "weights_bytes": 79489243955, "kv_tokens": 154998}}
+    disk_rate:
+      description:
+        - The record of O(disk_file) - the file read, bytes, seconds, C(gb_per_s), method, C(measured_at) and
+          C(model_path); absent without the file.
+      type: dict
+      returned: when O(disk_file) exists and holds a JSON object
+      version_added: "2.0.0"
+      sample: {"model_path": "/models/Kimi-K2.5", "gb_per_s": 5.506368, "method": "O_DIRECT"}
 deployed:
   description: What M(sglang.deploy.sglang_service_state) returns for O(deployed_files) and O(unit).
   type: dict
@@ -559,6 +572,9 @@ def host_facts(module: AnsibleModule, unit: dict[str, str], answers: Answers) ->
     observed = read_object(p["observed_file"]) if p["observed_file"] else None
     if observed is not None:
         facts["startup_observed"] = observed
+    disk = read_object(p["disk_file"]) if p["disk_file"] else None
+    if disk is not None:
+        facts["disk_rate"] = disk
     return facts
 
 
@@ -570,6 +586,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "bind": {"type": "str"},
     "api_key": {"type": "str", "no_log": True},
     "observed_file": {"type": "path"},
+    "disk_file": {"type": "path"},
     "stamps": {"type": "list", "elements": "str", "default": []},
     "stamps_dir": {"type": "path", "default": _stamp.DEFAULT_DIR},
     "deployed_files": {"type": "list", "elements": "path"},

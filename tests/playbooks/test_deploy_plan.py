@@ -79,6 +79,8 @@ def test_a_serving_fleet_restarts_one_batch_at_a_time(tmp_path: Path) -> None:
     assert plan["driver_in_batch"] is False
     # No load recorded on these hosts (the record is read on the host): the restart's cost is unknown, and says so.
     assert plan["downtime"] == {"expected_s": None, "source": "no load recorded on this host yet"}
+    # Nor is the disk measured (that is the deploy's read of the host): which lever would help is unknown too.
+    assert plan["load_advice"]["bound"] == "unknown" and plan["load_advice"]["lever"] == "none", plan["load_advice"]
     # No install role's state given (a tag left them out): the install play takes the host.
     assert plan["install"] == {} and plan["install_pending"] is True
 

@@ -81,10 +81,16 @@ def test_crash_after_ready_is_restarted_by_systemd_and_counted(host: Any) -> Non
     # 0.85 at converge, which the real host's 116,171 tokens per rank were matched to.
     assert row["plan_calibrated"] and abs(int(row["kv_tokens_planned"]) - 116167) <= 0.01 * 116167, row
     assert row["load"]["total_s"] > 0 and row["load"]["phases_s"]["loading_weights"] > 0, row
-    assert row["disk_read_gb_per_s"] is not None, row  # dd with O_DIRECT read a shard
+    # The disk's rate: the record the deploy keeps (measured once: at most 1 GiB of a shard, O_DIRECT or fadvise).
+    assert row["disk_read_gb_per_s"] is not None, row
+    assert row["disk"]["method"] in ("O_DIRECT", "posix_fadvise DONTNEED") and 0 < row["disk"]["bytes"] <= 2**30, row
+    # With the last load's weight time and the disk's rate, the advice knows which bound the load hit.
+    advice = row["load_advice"]
+    assert advice["bound"] != "unknown" or not row["load"].get("read_gb_per_s"), advice
+    assert f"{HOST}: LOAD SPEED: " in out, why(out)
     print(f"MEASURED status KV pool planned {row['kv_tokens_planned']} (calibrated), seen {row['kv_tokens_observed']}"
           f"; last load {row['load']['total_s']} s, phases {row['load']['phases_s']}, disk {row['disk_read_gb_per_s']}"
-          " GB/s")
+          f" GB/s ({row['disk']['method']}); advice: {advice['text']}")
     print("MEASURED status after a crash:\n" + "\n".join(line for line in out.splitlines() if HOST in line
                                                          and "active" in line))
 

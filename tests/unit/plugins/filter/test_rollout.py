@@ -117,3 +117,15 @@ def test_the_plan_gives_each_batchs_expected_downtime_and_the_rolls() -> None:
     first = rollout.rollout_plan(groups, 1, True, "restart", {}, {"a": 70.0, "c": 80.0})
     assert "start together. Expected time until they serve (the slowest host's last load): batch 1: 80 s" in first
     assert "Expected" not in rollout.rollout_plan(groups, 1)
+
+
+def test_the_plan_gives_each_restarting_hosts_load_speed_advice() -> None:
+    groups = {"sglang_workers": ["a", "b", "c"], "sglang_rollout_restart": ["a", "c"], "sglang_rollout_keep": ["b"]}
+    advice = {"a": "lever: presharded, up to 564 s faster (why)", "b": "not shown: b does not restart", "c": None}
+    plan = rollout.rollout_plan(groups, 1, False, "restart", {}, {"a": 700.0}, advice)
+    assert ("the roll at least 11.7 min (no load recorded yet: c). "
+            "Load speed on a: lever: presharded, up to 564 s faster (why). Unchanged and serving") in plan
+    assert "Load speed on b" not in plan and "Load speed on c" not in plan
+    first = rollout.rollout_plan(groups, 1, True, "restart", {}, None, advice)
+    assert "start together. Load speed on a: lever: presharded" in first
+    assert "Load speed" not in rollout.rollout_plan(groups, 1, False, "restart", {}, {"a": 700.0})

@@ -185,3 +185,15 @@ def test_the_status_table_says_stale_with_the_reasons() -> None:
     assert " STALE " in table.splitlines()[2]
     assert table.splitlines()[-1] == "gpu-node-1: STALE: the running server (PID 1) started before kimi.env changed"
     assert " in sync " in status.status_table([dict(row, stale=[])]).splitlines()[2]
+
+
+def test_the_status_table_gives_each_servers_load_speed_advice_after_it() -> None:
+    from ansible_collections.sglang.deploy.plugins.filter.load import load_advice
+    load = {"total_s": 712.4, "weights_load_s": 664.0, "weights_bytes": 547_000_000_000, "read_gb_per_s": 0.824}
+    rows = [dict(ROW, load=load, disk_read_gb_per_s=5.5, load_advice=load_advice({"load": load}, {"gb_per_s": 5.5})),
+            dict(ROW, host="gpu-node-2", load_advice=load_advice({}, None)), dict(ROW, host="gpu-node-3")]
+    lines = status.status_table(rows).splitlines()
+    assert len(lines) == 2 + 3 + 2
+    assert lines[-2].startswith("gpu-node-1: LOAD SPEED: lever: presharded, up to 564 s faster (the last load read "
+                                "the weights at 0.82 GB/s, 15% of the disk's 5.50 GB/s")
+    assert lines[-1] == "gpu-node-2: LOAD SPEED: unknown: the disk's read rate is not measured on this host yet"
