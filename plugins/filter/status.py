@@ -5,7 +5,6 @@ status.yml's table. Each filter is documented in its sidecar file, <filter>.yml.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils import _prometheus
@@ -142,20 +141,6 @@ def _tokens(value: Any) -> str:
         return "-"
 
 
-_DD = re.compile(r"^(\d+) bytes .* copied, ([\d.,]+) s", re.MULTILINE)
-
-
-def dd_rate(stderr: Any) -> float | None:
-    """GB/s from dd's summary ("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.2 s, 5.4 GB/s"): bytes over
-    seconds, computed here rather than read from dd's rounded figure and its locale's unit."""
-    match = _DD.search(str(stderr or ""))
-    if not match:
-        return None
-    seconds = float(match.group(2).replace(",", "."))
-    copied = int(match.group(1))
-    return round(copied / 1e9 / seconds, 6) if seconds > 0 and copied > 0 else None
-
-
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"metrics": metrics, "status_table": status_table, "dd_rate": dd_rate}
+        return {"metrics": metrics, "status_table": status_table}

@@ -38,6 +38,12 @@ options:
     description: Measure again even when the record holds a rate for O(model_path).
     type: bool
     default: false
+  keep:
+    description:
+      - A measurement made earlier (RV(record) of a run in check mode), written to O(record) as it is, without
+        measuring. Role C(sglang_config) measures while it assesses the host, when nothing may change yet, and keeps
+        the measurement once no host is refused.
+    type: dict
 extends_documentation_fragment: [sglang.deploy.attributes]
 attributes:
   check_mode:
@@ -131,8 +137,24 @@ from ansible_collections.sglang.deploy.plugins.module_utils import _load_speed
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object, replace_atomically
 
 
+def keep(params: dict[str, t.Any], check_mode: bool) -> dict[str, t.Any]:
+    """Write a measurement made earlier (``keep``), when it is one and the record's directory exists."""
+    record = dict(params["keep"])
+    if not record.get("gb_per_s") or record.get("model_path") != params["model_path"]:
+        return {"changed": False, "record": record, "measured": False,
+                "why": f"not kept: no rate measured for {params['model_path']} in it"}
+    home = os.path.dirname(params["record"]) or "."
+    if not os.path.isdir(home):
+        return {"changed": False, "record": record, "measured": False, "why": f"not kept: {home} does not exist yet"}
+    if not check_mode:
+        replace_atomically(params["record"], record, mode=0o644)
+    return {"changed": False, "record": record, "measured": False, "why": "kept"}
+
+
 def run(params: dict[str, t.Any], check_mode: bool) -> dict[str, t.Any]:
     """The record, read back or measured now (and written, outside check mode)."""
+    if params.get("keep"):
+        return keep(params, check_mode)
     recorded = read_object(params["record"])
     why = _load_speed.stale(recorded, params["model_path"], params["remeasure"])
     if not why:
@@ -159,6 +181,7 @@ def main() -> None:
             "record": {"type": "path", "required": True},
             "max_bytes": {"type": "int", "default": _load_speed.MAX_BYTES},
             "remeasure": {"type": "bool", "default": False},
+            "keep": {"type": "dict"},
         },
         supports_check_mode=True,
     )

@@ -179,11 +179,11 @@ def task_results(output: str, task: str) -> list[str]:
 
 PLAN_TASK = "Say which servers restart, in which batch, and which are left alone"
 # The no-op's tasks on the server's host (ok + skipped in the recap; docs/fast-noop.md): 34 until the entry points
-# were validated (8 argument-spec checks), 42 until the disk's read rate was measured once per host (its task
-# is skipped once the host has the record: sglang_config's assess). A regression of the fast no-op layer shows here
-# as a count, which does not depend on how busy the machine is (the driver's preflight run again: +9; a role's
-# stamp not trusted: +30).
-NOOP_TASKS_AT_MOST = 43
+# were validated (8 argument-spec checks), 42 until the disk's read rate was measured once per host (two tasks,
+# skipped once the host has the record: sglang_config's assess measures, refuse_host keeps). A regression of the
+# fast no-op layer shows here as a count, which does not depend on how busy the machine is (the driver's preflight
+# run again: +9; a role's stamp not trusted: +30).
+NOOP_TASKS_AT_MOST = 44
 
 
 def rollout_plan(output: str) -> str:

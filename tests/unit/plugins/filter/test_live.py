@@ -96,7 +96,8 @@ def test_removing_the_flag_returns_the_server_to_sglangs_default() -> None:
     (unit(SINGLE, "0.7", tail="KillMode=mixed\nNice=5\n"), host(unit(), PYTHON + BASE, DEFAULTS),
      "new sglang-kimi.service"),
     # The process runs something else than its unit (an older launch): stale, whatever the live values.
-    (unit(SINGLE, "0.7"), host(unit(), PYTHON + ["--model-path", "/models/other"], DEFAULTS), "new sglang-kimi.service"),
+    (unit(SINGLE, "0.7"), host(unit(), PYTHON + ["--model-path", "/models/other"], DEFAULTS),
+     "new sglang-kimi.service"),
     # Still loading (its port is not open): it cannot take a change.
     (unit(SINGLE, "0.7"), host(unit(), PYTHON + BASE, None, listening=False), "new sglang-kimi.service"),
     # A multi-node server: only node 0 serves HTTP.

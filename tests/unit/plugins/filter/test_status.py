@@ -167,16 +167,6 @@ def test_status_table_shows_a_row_per_server(metrics: object) -> None:
                                 "314,297", "-", "-", "-", "-", "-"]
     assert len({len(line) for line in lines}) == 1  # the columns line up
 
-
-def test_dd_rate_is_bytes_over_seconds_whatever_dd_rounds() -> None:
-    assert status.dd_rate("64+0 records in\n64+0 records out\n"
-                          "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.195 s, 5.5 GB/s\n") == 5.506368
-    assert status.dd_rate("1073741824 bytes (1,1 GB, 1,0 GiB) copied, 0,195 s, 5,5 GB/s") == 5.506368  # de_DE
-    assert status.dd_rate("dd: failed to open 'x': Invalid argument") is None
-    assert status.dd_rate("0 bytes copied, 0.0001 s, 0.0 kB/s") is None
-    assert status.dd_rate(None) is None
-
-
 def test_the_status_table_says_stale_with_the_reasons() -> None:
     row = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health": 200, "uptime_s": 60,
            "restarts": 0, "version": "0.5.23", "drift": [], "stale": ["the running server (PID 1) started before "

@@ -207,3 +207,23 @@ def test_the_module_creates_no_directory(tmp_path: Path) -> None:
     result = sglang_disk_rate.run(params, check_mode=False)
     assert result["measured"] and result["record"]["bytes"] == 16 * MIB and "not kept" in result["why"]
     assert not (tmp_path / "home").exists()
+
+
+def test_a_measurement_made_in_check_mode_is_kept_later_without_measuring_again(tmp_path: Path) -> None:
+    """deploy.yml measures while it assesses the host (nothing may change before the refusals) and keeps the
+    measurement once no host is refused (role sglang_config, refuse_host): the record is written as measured."""
+    weights = model(tmp_path, {"a.safetensors": 16 * MIB})
+    record = tmp_path / "kimi.disk.json"
+    params = {"model_path": str(weights), "record": str(record), "max_bytes": 16 * MIB, "remeasure": False,
+              "keep": None}
+    measured = sglang_disk_rate.run(params, check_mode=True)
+    assert measured["measured"] and not record.exists()
+    kept = sglang_disk_rate.run(dict(params, keep=measured["record"]), check_mode=False)
+    assert (kept["why"], kept["measured"], json.loads(record.read_text())) == ("kept", False, measured["record"])
+    other = sglang_disk_rate.run(dict(params, model_path="/elsewhere", keep=measured["record"]), check_mode=False)
+    assert other["why"].startswith("not kept: no rate measured for /elsewhere")
+    record.unlink()
+    assert sglang_disk_rate.run(dict(params, keep=measured["record"]), check_mode=True)["why"] == "kept"
+    assert not record.exists()  # check mode keeps nothing
+    nowhere = dict(params, record=str(tmp_path / "home" / "d.json"), keep=measured["record"])
+    assert sglang_disk_rate.run(nowhere, check_mode=False)["why"].startswith("not kept:")

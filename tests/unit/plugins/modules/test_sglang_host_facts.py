@@ -239,7 +239,7 @@ def test_the_live_settings_are_read_back_from_server_info_on_loopback() -> None:
     seen: list[str | None] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             seen.append(self.headers.get("Authorization"))
             ok = self.path == "/server_info" and self.headers.get("Authorization") == "Bearer k"
             body = json.dumps({"speculative_accept_threshold_single": 1.0, "internal_states": [
