@@ -87,7 +87,22 @@ def status_table(rows: Any) -> str:
                      f" {planned:>16} {_tokens(row.get('kv_tokens_observed')):>13} {_load_columns(row)}")
     lines += [f"{row['host']}: STALE: {reason}" for row in rows or [] if not row.get("drift")
               for reason in row.get("stale") or []]
+    lines += [f"{row['host']}: {_presharded(row['presharded'])}" for row in rows or []
+              if (row.get("presharded") or {}).get("enabled")]
     return "\n".join(lines)
+
+
+def _presharded(dump: dict[str, Any]) -> str:
+    """The presharded dump of a server with sglang_presharded: ready for which key, and its size."""
+    key, directory = dump.get("key"), dump.get("dir")
+    if not key:
+        return f"presharded: key not known (the weights under {directory} were not read)"
+    if _true(dump.get("ready")):
+        return f"presharded: ready, key {key} ({int(dump.get('bytes') or 0) / 1e9:,.1f} GB in {directory}/{key})"
+    free, need = dump.get("free_bytes"), int(dump.get("need_bytes") or 0)
+    return (f"presharded: NOT READY for key {key}: the next start dumps about {need / 1e9:,.1f}"
+            f" GB into {directory}/{key} ({'?' if free is None else f'{int(free) / 1e9:,.1f}'} GB free), and loads"
+            " from it on the starts after")
 
 
 def _config(row: dict[str, Any]) -> str:

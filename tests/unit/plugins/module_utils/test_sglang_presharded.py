@@ -96,8 +96,8 @@ def test_any_accepted_directory_reaches_sglang_as_itself(name: str, draft: bool)
     if not config["ok"]:
         assert any(error.startswith("sglang_presharded_dir: ") for error in config["errors"])
         return
-    config, _, _ = sglang_config.with_presharded(config, {}, {"weights_fingerprint": "f" * 64,
-                                                             "draft_weights_fingerprint": "d" * 64})
+    read = {"weights_fingerprint": "f" * 64, "draft_weights_fingerprint": "d" * 64}
+    config, _, _ = sglang_config.with_presharded(config, {}, read)
     key = config["presharded"]["key"]
     unit = "[Service]\nExecStart=" + systemd_exec_line(PREFIX, config["args"]) + "\n"
     argv = exec_argv(unit)
