@@ -97,7 +97,7 @@ def test_any_accepted_directory_reaches_sglang_as_itself(name: str, draft: bool)
         assert any(error.startswith("sglang_presharded_dir: ") for error in config["errors"])
         return
     read = {"weights_fingerprint": "f" * 64, "draft_weights_fingerprint": "d" * 64}
-    config, _, _ = sglang_config.with_presharded(config, {}, read)
+    config, _errors, _warnings = sglang_config.with_presharded(config, {}, read)
     key = config["presharded"]["key"]
     unit = "[Service]\nExecStart=" + systemd_exec_line(PREFIX, config["args"]) + "\n"
     argv = exec_argv(unit)
@@ -138,7 +138,7 @@ def test_offline_there_are_no_flags_and_the_plan_says_what_the_dump_needs() -> N
 
 def test_the_host_read_gives_the_key_the_flags_and_the_disk_check(tmp_path: Path) -> None:
     facts = host(tmp_path, {"a.safetensors": b"x" * 100})
-    config, errors, _ = sglang_config.with_presharded(resolved(), {}, facts)
+    config, errors, _warnings = sglang_config.with_presharded(resolved(), {}, facts)
     dump = config["presharded"]
     key = dump["key"]
     assert config["argv"][-4:] == ["--load-format", "presharded", "--model-loader-extra-config",
@@ -147,17 +147,17 @@ def test_the_host_read_gives_the_key_the_flags_and_the_disk_check(tmp_path: Path
                                               separators=(",", ":"), sort_keys=True)]
     assert dump["ready"] is False and dump["need_bytes"] == ps.needed_bytes(100)
     assert not errors  # the temporary directory's filesystem has more than 1 GiB free
-    again, _, _ = sglang_config.with_presharded(config, {}, facts)
+    again, _errors, _warnings = sglang_config.with_presharded(config, {}, facts)
     assert again["argv"] == config["argv"]  # idempotent: a second preflight does not add the flags twice
     short = {**facts, "presharded": {**facts["presharded"], "free_bytes": 10}}
-    _, errors, _ = sglang_config.with_presharded(resolved(), {}, short)
+    _config, errors, _warnings = sglang_config.with_presharded(resolved(), {}, short)
     assert errors[0].startswith("sglang_presharded_dir: the first start with sglang_presharded dumps about 1.1 GB")
     # A complete dump needs no space.
     for name in (key, key + "-draft"):
         (tmp_path / "dumps" / name / "TP-8-sig-0123456789abcdef").mkdir(parents=True)
         (tmp_path / "dumps" / name / "TP-8-sig-0123456789abcdef" / "READY").write_text("")
     ready = {**facts, "presharded": {**ps.read_state(str(tmp_path / "dumps")), "free_bytes": 10}}
-    config, errors, _ = sglang_config.with_presharded(resolved(), {}, ready)
+    config, errors, _warnings = sglang_config.with_presharded(resolved(), {}, ready)
     assert not errors and config["presharded"]["ready"] and config["presharded"]["need_bytes"] == 0
 
 
