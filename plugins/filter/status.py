@@ -88,6 +88,8 @@ def status_table(rows: Any) -> str:
     lines += [f"{row['host']}: STALE: {reason}" for row in rows or [] if not row.get("drift")
               for reason in row.get("stale") or []]
     lines += [f"{row['host']}: LOAD SPEED: {text}" for row in rows or [] if (text := _advice(row))]
+    lines += [f"{row['host']}: {_presharded(row['presharded'])}" for row in rows or []
+              if (row.get("presharded") or {}).get("enabled")]
     return "\n".join(lines)
 
 
@@ -95,6 +97,19 @@ def _advice(row: dict[str, Any]) -> str:
     """The row's load-speed advice as one line (filter load_advice's ``text``), or "" without one."""
     advice = row.get("load_advice")
     return str(advice.get("text") or "") if isinstance(advice, dict) else str(advice or "")
+
+
+def _presharded(dump: dict[str, Any]) -> str:
+    """The presharded dump of a server with sglang_presharded: ready for which key, and its size."""
+    key, directory = dump.get("key"), dump.get("dir")
+    if not key:
+        return f"presharded: key not known (the weights under {directory} were not read)"
+    if _true(dump.get("ready")):
+        return f"presharded: ready, key {key} ({int(dump.get('bytes') or 0) / 1e9:,.1f} GB in {directory}/{key})"
+    free, need = dump.get("free_bytes"), int(dump.get("need_bytes") or 0)
+    return (f"presharded: NOT READY for key {key}: the next start dumps about {need / 1e9:,.1f}"
+            f" GB into {directory}/{key} ({'?' if free is None else f'{int(free) / 1e9:,.1f}'} GB free), and loads"
+            " from it on the starts after")
 
 
 def _config(row: dict[str, Any]) -> str:

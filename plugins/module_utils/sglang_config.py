@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import sglang_catalog as catalogs
+from . import sglang_presharded as presharded
 from . import sglang_settings as table
 from .sglang_quote import ENV_NAME_RE
 from .sglang_settings import NEEDS_DRAFT, SWITCH, Kind, Setting
-from .sglang_types import Problems, is_unset, to_bool, to_float, to_human_int, to_int
+from .sglang_types import Problems, is_unset, to_bool, to_bytes, to_float, to_human_int, to_int
 
 Groups = list[list[str]]  # [[flag, *values], ...]: [flag] = bare flag, [flag, v] = one value
 
@@ -426,6 +427,81 @@ def flag_groups(mapping: dict[str, Any], var: str) -> Groups:
     return groups
 
 
+# --- presharded weights ---------------------------------------------------------------------
+
+_PRESHARDED = "sglang_presharded"
+_PRESHARDED_DIR = "sglang_presharded_dir"
+
+
+def _presharded(run: _Run) -> dict[str, Any]:
+    """``sglang_presharded``: checked here, with what the controller knows; the flags need the dump's key, read
+    on the host (``with_presharded``)."""
+    v, p = run.values, run.problems
+    enabled = checked(p, _PRESHARDED, v.get(_PRESHARDED) if not is_unset(v.get(_PRESHARDED)) else False, SWITCH)
+    directory = str(v.get(_PRESHARDED_DIR) or "").strip()
+    draft = "speculative_draft_model_path" in run.resolved
+    off = {"enabled": False, "dir": directory, "draft": draft, "key": None}
+    if not enabled:
+        return off
+    for dest in ("load_format", "model_loader_extra_config"):
+        if dest in run.resolved:
+            p.error(run.resolved[dest].source, f"sets {run.resolved[dest].flag}, which {_PRESHARDED} sets itself; "
+                    f"allowed: one of them (drop it from sglang_extra_args, or {_PRESHARDED}: false)")
+    problem = presharded.dir_problem(directory, [str(path) for path in v.get("presharded_writable") or []])
+    if problem:
+        p.error(_PRESHARDED_DIR, problem)
+    if run.node["nnodes"] > 1:
+        p.error(_PRESHARDED, f"is not supported with a multi-node server ({run.node['group']}): SGLang needs the dump "
+                "directory on a filesystem every node shares, which the deploy cannot check; allowed: "
+                f"{_PRESHARDED}: false")
+    return {**off, "enabled": True}
+
+
+def with_presharded(config: dict[str, Any], pinned: dict[str, Any] | None,
+                    detected: dict[str, Any] | None) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The configuration with the presharded flags, once the host's read gave the dump's key, and (errors,
+    warnings): a filesystem too small for the first load's dump, or, offline, what the dump will need."""
+    dump = dict(config.get("presharded") or {})
+    if not dump.get("enabled"):
+        return config, [], []
+    args = [group for group in config["args"] if group[0] not in presharded.FLAGS]
+    settings = {dest: row for dest, row in (config.get("settings") or {}).items()
+                if row.get("flag") not in presharded.FLAGS}
+    facts = detected or {}
+    model_bytes = facts.get("weight_bytes_total")
+    draft_bytes = facts.get("draft_weight_bytes_total") or 0
+    if facts.get("weights_fingerprint") is None:
+        sizes = [(pinned or {}).get(key) for key in ("weight_bytes_total", "draft_weight_bytes_total")]
+        try:
+            need = presharded.needed_bytes(*(to_bytes(size) if not is_unset(size) else 0 for size in sizes))
+            needs = f"about {need / 1e9:,.1f} GB free (the weights + 10 % + 1 GiB)"
+        except ValueError:
+            needs = "the weights' size + 10 % + 1 GiB free"
+        note = (f"{_PRESHARDED}: the first start after a change of the SGLang version, the weights, tp_size or "
+                f"nnodes dumps them under {dump['dir']}/<key> and needs {needs} there; the key is the weights' "
+                "files on the host, read by a deploy (this configuration has no --load-format until then)")
+        return {**config, "args": args, "argv": [w for g in args for w in g], "settings": settings,
+                "presharded": dump}, [], [note]
+    tp = int((settings.get("tp_size") or {}).get("value") or 1)
+    nnodes = int((config.get("multinode") or {}).get("nnodes") or 1)
+    key = presharded.dump_key(config["version"], facts.get("weights_fingerprint"),
+                              facts.get("draft_weights_fingerprint") if dump["draft"] else None, tp, nnodes)
+    groups = presharded.loader_args(dump["dir"], key, dump["draft"])
+    for group in groups:
+        settings[group[0][2:].replace("-", "_")] = {"flag": group[0], "value": group[1], "source": _PRESHARDED}
+    args = args + groups
+    state = facts.get("presharded") or {}
+    is_ready = presharded.ready(state, key, dump["draft"])
+    need = presharded.needed_bytes(int(model_bytes or 0), int(draft_bytes))
+    free = state.get("free_bytes")
+    errors = [] if is_ready else [e for e in [presharded.disk_problem(dump["dir"], need, free)] if e]
+    dump.update({"key": key, **presharded.paths(dump["dir"], key, dump["draft"]), "ready": is_ready,
+                 "bytes": presharded.dump_bytes(state, key), "need_bytes": 0 if is_ready else need,
+                 "free_bytes": free, "prune": presharded.to_prune(state, key)})
+    return ({**config, "args": args, "argv": [w for g in args for w in g], "settings": settings,
+             "presharded": dump}, errors, [])
+
+
 # --- environment ---------------------------------------------------------------------------
 
 def cuda_home(version: str) -> str:
@@ -511,6 +587,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         _check_named(run, catalog)
     args = [group for value in run.resolved.values() for group in value.groups]
     args += _extra_args(run, catalog)
+    dump = _presharded(run)
     numa, numa_env = _numa_env(values, problems)
     env = _env(values.get("sglang_env"), problems, {**_toolchain_env(values, problems), **numa_env})
     advertise = str(values.get("sglang_advertise_host") or "").strip()
@@ -533,6 +610,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         "multinode": run.node,
         "cuda": {"version": cuda, "home": cuda_home(cuda)},
         "numa": {"bind": numa},
+        "presharded": dump,
     }
 
 

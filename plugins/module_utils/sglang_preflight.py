@@ -212,7 +212,12 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
 
 def apply(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any] | None = None,
           avg_seq_len: int = 8192, plan_mode: str = "optional") -> dict[str, Any]:
-    """The configuration with its ``checks`` (rules and plan) and without the environment the rules drop."""
+    """The configuration with its ``checks`` (rules and plan) and without the environment the rules drop; with
+    ``sglang_presharded``, its flags for the dump's key the host's read gives, and the dump's disk check."""
+    config, dump_errors, dump_warnings = sglang_config.with_presharded(config, pinned, detected)
     checks = run(config, pinned, detected, avg_seq_len, plan_mode)
+    checks["errors"] = dump_errors + checks["errors"]
+    checks["warnings"] = dump_warnings + checks["warnings"]
+    checks["ok"] = not checks["errors"]
     env = {name: value for name, value in config["env"].items() if name not in checks["drop_env"]}
     return {**config, "env": env, "checks": checks}

@@ -67,6 +67,13 @@ options:
         each host once for its plan and its restart decision.
     type: list
     elements: path
+  presharded_dir:
+    description:
+      - With C(sglang_presharded), the directory of the presharded dumps. The result then also holds the
+        fingerprints of the model's and the draft's safetensors (RV(facts.weights_fingerprint)) and what is under
+        the directory (RV(facts.presharded)).
+    type: path
+    version_added: "2.0.0"
   stamps_dir:
     description: Where the stamps are kept.
     type: path
@@ -197,6 +204,24 @@ facts:
       type: int
       returned: when O(draft_model_path) is set
       sample: 3000000000
+    weights_fingerprint:
+      description: Digest of the model's safetensors files (name, size, mtime), the dump key's part for them.
+      type: str
+      returned: when O(presharded_dir) is set
+      version_added: "2.0.0"
+    draft_weights_fingerprint:
+      description: The same for the draft's.
+      type: str
+      returned: when O(presharded_dir) and O(draft_model_path) are set
+      version_added: "2.0.0"
+    presharded:
+      description: What is under O(presharded_dir) - each dump (by key) with whether it is complete, its bytes and
+        mtime - and the free bytes of its filesystem.
+      type: dict
+      returned: when O(presharded_dir) is set
+      version_added: "2.0.0"
+      sample: {"exists": true, "free_bytes": 1200000000000, "dumps": {"0123456789abcdef": {"ready": true,
+               "bytes": 560000000000, "mtime": 1764930000}}}
     errors:
       description: Problems a deploy must not go past, each naming the variable to fix.
       type: list
@@ -297,6 +322,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils.sglang_numa import (
     numa_stat_held,
     parse_topo_numa,
 )
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_presharded import read_fingerprint, read_state
 
 # The facts use the first six; the driver's stamp records this very query (roles/nvidia_driver/vars/main.yml,
 # __nvidia_driver_manifest.commands), so one nvidia-smi call serves both (Answers). On a host whose GPUs are not
@@ -538,6 +564,11 @@ def model_facts(facts: dict[str, Any], params: dict[str, Any]) -> list[str]:
         facts["draft_config"], facts["draft_weight_bytes_total"], problems = model(
             params["draft_model_path"], "sglang_speculative_draft_model_path")
         errors += problems
+    if params.get("presharded_dir"):
+        facts["weights_fingerprint"] = read_fingerprint(params["model_path"])
+        if params["draft_model_path"]:
+            facts["draft_weights_fingerprint"] = read_fingerprint(params["draft_model_path"])
+        facts["presharded"] = read_state(params["presharded_dir"])
     return errors
 
 
@@ -589,6 +620,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "disk_file": {"type": "path"},
     "stamps": {"type": "list", "elements": "str", "default": []},
     "stamps_dir": {"type": "path", "default": _stamp.DEFAULT_DIR},
+    "presharded_dir": {"type": "path"},
     "deployed_files": {"type": "list", "elements": "path"},
     "nvidia_smi_path": {"type": "str", "default": "nvidia-smi"},
 }

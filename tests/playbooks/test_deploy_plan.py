@@ -46,7 +46,7 @@ PLAY = """
 
 
 def plans(tmp_path: Path, states: dict[str, str], serial: Any = 1,
-          install: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+          install: dict[str, Any] | None = None, **more: Any) -> dict[str, dict[str, Any]]:
     """Each host's deploy plan, given the unit's ActiveState per host (its files are never on the host yet, so a
     serving host restarts for its new files)."""
     inventory = tmp_path / "hosts.yml"
@@ -60,7 +60,7 @@ def plans(tmp_path: Path, states: dict[str, str], serial: Any = 1,
     extra = {"test_out": str(tmp_path), "test_serial": serial, "hicache_ratio": 2.0,
              "test_install": install if install is not None else {},
              "sglang_model_config_file": str(models / "kimi-k2.5/config.json"),
-             "sglang_draft_config_file": str(models / "kimi-k2.5-eagle3/config.json")}
+             "sglang_draft_config_file": str(models / "kimi-k2.5-eagle3/config.json"), **more}
     proc = run_example(str(playbook), "-i", str(inventory), "-e", json.dumps(extra))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return {host: json.loads((tmp_path / f"{host}.json").read_text()) for host in HOSTS}
@@ -103,3 +103,14 @@ def test_the_install_is_pending_unless_every_install_role_converged(tmp_path: Pa
     moved = plans(tmp_path, dict.fromkeys(HOSTS, "active"), install=converged | {"sglang_weights": MOVED})
     assert moved["gpu-node-2"]["install_pending"] is True
     assert moved["gpu-node-2"]["install"]["sglang_weights"]["why"] == MOVED["why"]
+
+
+def test_the_plan_says_whether_presharded_weights_are_on(tmp_path: Path) -> None:
+    """Off by default; on, the dump's directory, and its key and readiness as the preflight's read of the host gives
+    them (none here: this plan reads no host, so the key is not known and the command line has no --load-format)."""
+    off = plans(tmp_path, dict.fromkeys(HOSTS, "active"))
+    assert {plan["presharded"]["enabled"] for plan in off.values()} == {False}
+    on = plans(tmp_path, dict.fromkeys(HOSTS, "active"), sglang_presharded=True)
+    assert on["gpu-node-1"]["presharded"] == {"enabled": True, "key": None, "dir": "/var/lib/sglang/presharded",
+                                              "ready": None}
+    assert "--load-format" not in on["gpu-node-1"]["config"]["argv"]

@@ -661,3 +661,48 @@ def test_the_recorded_engine_matches_the_committed_fixtures(host: Any) -> None:
     for path in ("startup-0.5.23-cpu.log",):
         for marker in markers:
             assert marker in (RECORDED / path).read_text() and marker in (FIXTURES / path).read_text(), marker
+
+
+def test_10_presharded_weights_dump_on_the_first_start_and_load_on_the_next(host: Any) -> None:
+    """sglang_presharded on the real server: the first start with it dumps under /var/lib/sglang/presharded/<key>
+    (READY when done), a second restart-needing change loads the dump, and deploying without it puts the scenario
+    back as it was (its own extra args, no --load-format)."""
+    name = WORKERS[0]
+    root = "/var/lib/sglang/presharded"
+    on_args = ["-e", "sglang_presharded=true"]
+
+    def weight_seconds(log: str) -> str:
+        found = re.search(r"Load weight end\. elapsed=([\d.]+) s", log)
+        return found.group(1) if found else "?"
+
+    before = invocation(name)
+    rc, out, first_s = deploy("--limit", name, *with_args(), *on_args)
+    assert rc == 0, why(out)
+    first = invocation(name)
+    assert first != before
+    argv = running_argv(name)
+    assert argv[argv.index("--load-format") + 1] == "presharded", argv
+    roots = json.loads(argv[argv.index("--model-loader-extra-config") + 1])
+    dump = roots["presharded_path"]
+    assert re.fullmatch(rf"{root}/[0-9a-f]{{16}}", dump), roots
+    first_log = invocation_log(name, first)
+    dumped = re.search(r"No presharded checkpoint at (\S+); doing first-time load and dump\.", first_log)
+    assert dumped and dumped.group(1).startswith(dump + "/TP-1-sig-"), first_log[-3000:]
+    assert on(name).file(dumped.group(1) + "/READY").exists
+    assert on(name).file(root).user == "sglang" and on(name).file(root).mode == 0o750
+
+    rc, out, second_s = deploy("--limit", name, *with_args(**{"max-total-tokens": 4096 - 256}), *on_args)
+    assert rc == 0, why(out)
+    second = invocation(name)
+    assert second != first
+    second_log = invocation_log(name, second)
+    assert f"Loading from presharded checkpoint at {root}/" in second_log, second_log[-3000:]
+    assert f"Loading from presharded checkpoint at {dumped.group(1)}" in second_log  # same key: same dump
+    assert healthy(name)
+    print(f"MEASURED engine drill 10 presharded: sglang {version(name)} (server_info); first start dumped to "
+          f"{dumped.group(1)} (weights {weight_seconds(first_log)} s, deploy {first_s:.1f} s wall); the next start "
+          f"loaded it (weights {weight_seconds(second_log)} s, deploy {second_s:.1f} s wall)")
+
+    rc, out, _seconds = deploy("--limit", name, *with_args(), "-e", "sglang_presharded=false")
+    assert rc == 0, why(out)
+    assert "--load-format" not in running_argv(name) and healthy(name)

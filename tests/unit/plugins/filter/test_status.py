@@ -187,3 +187,14 @@ def test_the_status_table_gives_each_servers_load_speed_advice_after_it() -> Non
     assert lines[-2].startswith("gpu-node-1: LOAD SPEED: lever: presharded, up to 564 s faster (the last load read "
                                 "the weights at 0.82 GB/s, 15% of the disk's 5.50 GB/s")
     assert lines[-1] == "gpu-node-2: LOAD SPEED: unknown: the disk's read rate is not measured on this host yet"
+
+
+def test_status_table_says_whether_the_presharded_dump_is_ready() -> None:
+    key = "0123456789abcdef"
+    ready = {"enabled": True, "key": key, "dir": "/var/lib/sglang/presharded", "ready": True, "bytes": 5 * 10**9}
+    dumping = {**ready, "ready": False, "need_bytes": 12 * 10**9, "free_bytes": 40 * 10**9}
+    lines = status.status_table([dict(ROW, presharded=ready), dict(ROW, host="b", presharded=dumping),
+                                 dict(ROW, host="c", presharded={"enabled": False})]).splitlines()
+    assert lines[-2] == f"{ROW['host']}: presharded: ready, key {key} (5.0 GB in /var/lib/sglang/presharded/{key})"
+    assert lines[-1] == (f"b: presharded: NOT READY for key {key}: the next start dumps about 12.0 GB into "
+                         f"/var/lib/sglang/presharded/{key} (40.0 GB free), and loads from it on the starts after")

@@ -135,6 +135,27 @@ def test_model_directory_is_read_and_its_shards_summed(tmp_path: Path) -> None:
     assert errors[0].startswith("sglang_model_path: ") and "is not a directory" in errors[0]
 
 
+def test_with_presharded_the_read_brings_the_fingerprints_and_the_dump_directory(tmp_path: Path) -> None:
+    model, draft, dumps = tmp_path / "model", tmp_path / "draft", tmp_path / "presharded"
+    for path in (model, draft):
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps(KIMI))
+        (path / "a.safetensors").write_bytes(b"x" * 10)
+    (dumps / "0123456789abcdef" / "TP-8-sig-0011223344556677").mkdir(parents=True)
+    (dumps / "0123456789abcdef" / "TP-8-sig-0011223344556677" / "READY").write_text("")
+    (dumps / "0123456789abcdef" / "TP-8-sig-0011223344556677" / "model-00000-common.safetensor").write_bytes(b"y" * 7)
+    found: dict[str, Any] = {}
+    params = {"model_path": str(model), "draft_model_path": str(draft), "presharded_dir": str(dumps)}
+    assert facts_mod.model_facts(found, params) == []
+    assert len(found["weights_fingerprint"]) == 64 and len(found["draft_weights_fingerprint"]) == 64
+    assert found["presharded"]["dumps"]["0123456789abcdef"]["ready"] is True
+    assert found["presharded"]["dumps"]["0123456789abcdef"]["bytes"] == 7
+    assert found["presharded"]["free_bytes"] > 0
+    without: dict[str, Any] = {}
+    facts_mod.model_facts(without, {**params, "presharded_dir": None})
+    assert "presharded" not in without and "weights_fingerprint" not in without
+
+
 @pytest.mark.parametrize(("ss", "own", "foreign"), [
     ("", {1}, False),                                                   # nothing listens
     ('LISTEN 0 5 0.0.0.0:30000 0.0.0.0:* users:(("python",pid=7,fd=3))', {7, 8}, False),  # the unit's
