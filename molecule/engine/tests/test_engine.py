@@ -11,7 +11,8 @@ the CLI and printing a `MEASURED engine drill N` line with the version the serve
 6. a change rolled across both servers behind the real sglang-router under bounded load: no request fails;
 7. Debian's Prometheus scrapes the real /metrics; a real saturation fires SGLangKVCacheSaturated, which clears;
 8. plan.yml calibrates from the real server's startup log, and refuses a log of another model;
-9. a live change (a speculative acceptance threshold): set through the API and read back, no restart.
+9. a live change (a speculative acceptance threshold): set through the API and read back, no restart;
+10. presharded weights (the scenario opts in): the first start dumps them, every later start loads the dump.
 What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
 .cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
 Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
@@ -302,6 +303,8 @@ def test_3_a_change_restarts_the_server_once(host: Any, restart: Restart) -> Non
     measured = re.search(rf"DOWNTIME {name}: out of service (\d+) s \(drain, restart, load, smoke test\); expected "
                          r"(\d+) s before the change \(the load of \S+ on this host", out)
     assert expected and measured and measured.group(2) == expected.group(1), why(out)
+    # Which lever would make that load faster, in the plan before the change (advice only).
+    assert re.search(rf"Load speed on {name}: ", out), why(out)
     print(f"MEASURED engine drill 3 downtime: expected {expected.group(1)} s before the change (the last recorded "
           f"load), out of service {measured.group(1)} s (drain with a request held until SIGTERM, restart, load, "
           "smoke test)")
@@ -629,6 +632,53 @@ def test_9_a_live_change_keeps_the_server_and_reads_back_its_value(host: Any) ->
           f"{back_seconds:.1f} s")
 
 
+# --- 10. presharded weights --------------------------------------------------------------------------------------
+
+def invocations(name: str) -> list[str]:
+    """The unit's invocations, oldest first (journalctl)."""
+    seen: list[str] = []
+    for entry in journal(name):
+        value = entry.get("_SYSTEMD_INVOCATION_ID")
+        if value and value not in seen:
+            seen.append(value)
+    return seen
+
+
+def weight_seconds(log: str) -> str:
+    found = re.search(r"Load weight end\. elapsed=([\d.]+) s", log)
+    return found.group(1) if found else "?"
+
+
+def test_10_the_first_start_dumps_presharded_weights_and_every_later_start_loads_them(host: Any) -> None:
+    """The scenario's servers run with sglang_presharded (group_vars/sglang_workers.yml), as an operator opts in:
+    the first start (drill 1) dumps each rank's weights under /var/lib/sglang/presharded/<key>/ with SGLang's READY
+    file, and every later start (drills 3 to 6) loads the dump. No restart of its own: it reads the starts the drills
+    made, then status.yml, which says the dump is ready and for which key, with the load-speed advice."""
+    name, root = WORKERS[0], "/var/lib/sglang/presharded"
+    argv = running_argv(name)
+    assert argv[argv.index("--load-format") + 1] == "presharded", argv
+    dump = json.loads(argv[argv.index("--model-loader-extra-config") + 1])["presharded_path"]
+    assert re.fullmatch(rf"{root}/[0-9a-f]{{16}}", dump), dump
+    loads = [(i, log) for i in invocations(name) if "Load weight begin" in (log := invocation_log(name, i))]
+    assert len(loads) >= 3, [i for i, _log in loads]
+    first = re.search(r"No presharded checkpoint at (\S+); doing first-time load and dump\.", loads[0][1])
+    assert first and first.group(1).startswith(dump + "/TP-1-sig-"), loads[0][1][-3000:]
+    assert on(name).file(first.group(1) + "/READY").exists
+    assert (on(name).file(root).user, on(name).file(root).mode) == ("sglang", 0o750)
+    for invocation_id, log in loads[1:]:
+        assert f"Loading from presharded checkpoint at {first.group(1)}" in log, (invocation_id, log[-3000:])
+    rc, out, _seconds = run_playbook("playbooks/status.yml", "--limit", name)
+    assert rc == 0, why(out)
+    key = dump.rsplit("/", 1)[1]
+    assert f"{name}: presharded: ready, key {key}" in out, why(out)
+    advice = re.search(rf"{name}: LOAD SPEED: ([^\n\\\"]+)", out)
+    assert advice, why(out)
+    print(f"MEASURED engine drill 10 presharded: sglang {version(name)} (server_info); the first start dumped to "
+          f"{first.group(1)} (SGLang's weight load {weight_seconds(loads[0][1])} s), the {len(loads) - 1} later "
+          f"starts loaded it (weight loads {', '.join(weight_seconds(log) + ' s' for _i, log in loads[1:])}); "
+          f"status: ready, key {key}; advice: {advice.group(1)[:160]}")
+
+
 # --- what the real server gave, against the fixtures the simulator is held to ------------------------------------
 
 def families(scrape: str) -> dict[str, tuple[str, frozenset[str]]]:
@@ -661,48 +711,3 @@ def test_the_recorded_engine_matches_the_committed_fixtures(host: Any) -> None:
     for path in ("startup-0.5.23-cpu.log",):
         for marker in markers:
             assert marker in (RECORDED / path).read_text() and marker in (FIXTURES / path).read_text(), marker
-
-
-def test_10_presharded_weights_dump_on_the_first_start_and_load_on_the_next(host: Any) -> None:
-    """sglang_presharded on the real server: the first start with it dumps under /var/lib/sglang/presharded/<key>
-    (READY when done), a second restart-needing change loads the dump, and deploying without it puts the scenario
-    back as it was (its own extra args, no --load-format)."""
-    name = WORKERS[0]
-    root = "/var/lib/sglang/presharded"
-    on_args = ["-e", "sglang_presharded=true"]
-
-    def weight_seconds(log: str) -> str:
-        found = re.search(r"Load weight end\. elapsed=([\d.]+) s", log)
-        return found.group(1) if found else "?"
-
-    before = invocation(name)
-    rc, out, first_s = deploy("--limit", name, *with_args(), *on_args)
-    assert rc == 0, why(out)
-    first = invocation(name)
-    assert first != before
-    argv = running_argv(name)
-    assert argv[argv.index("--load-format") + 1] == "presharded", argv
-    roots = json.loads(argv[argv.index("--model-loader-extra-config") + 1])
-    dump = roots["presharded_path"]
-    assert re.fullmatch(rf"{root}/[0-9a-f]{{16}}", dump), roots
-    first_log = invocation_log(name, first)
-    dumped = re.search(r"No presharded checkpoint at (\S+); doing first-time load and dump\.", first_log)
-    assert dumped and dumped.group(1).startswith(dump + "/TP-1-sig-"), first_log[-3000:]
-    assert on(name).file(dumped.group(1) + "/READY").exists
-    assert on(name).file(root).user == "sglang" and on(name).file(root).mode == 0o750
-
-    rc, out, second_s = deploy("--limit", name, *with_args(**{"max-total-tokens": 4096 - 256}), *on_args)
-    assert rc == 0, why(out)
-    second = invocation(name)
-    assert second != first
-    second_log = invocation_log(name, second)
-    assert f"Loading from presharded checkpoint at {root}/" in second_log, second_log[-3000:]
-    assert f"Loading from presharded checkpoint at {dumped.group(1)}" in second_log  # same key: same dump
-    assert healthy(name)
-    print(f"MEASURED engine drill 10 presharded: sglang {version(name)} (server_info); first start dumped to "
-          f"{dumped.group(1)} (weights {weight_seconds(first_log)} s, deploy {first_s:.1f} s wall); the next start "
-          f"loaded it (weights {weight_seconds(second_log)} s, deploy {second_s:.1f} s wall)")
-
-    rc, out, _seconds = deploy("--limit", name, *with_args(), "-e", "sglang_presharded=false")
-    assert rc == 0, why(out)
-    assert "--load-format" not in running_argv(name) and healthy(name)
