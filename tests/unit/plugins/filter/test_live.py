@@ -134,8 +134,8 @@ def test_a_stopped_unit_starts_whatever_changed() -> None:
 
 def test_split_live_reads_both_spellings() -> None:
     argv = PYTHON + [SINGLE, "0.5", "--speculative-accept-threshold-acc=0.9", "--port", "30000"]
-    assert _live.split_live(argv) == (PYTHON + ["--port", "30000"], {"speculative_accept_threshold_single": "0.5",
-                                                                      "speculative_accept_threshold_acc": "0.9"})
+    values = {"speculative_accept_threshold_single": "0.5", "speculative_accept_threshold_acc": "0.9"}
+    assert _live.split_live(argv) == (PYTHON + ["--port", "30000"], values)
     assert _live.live_values(PYTHON) == DEFAULTS
 
 

@@ -167,6 +167,7 @@ def test_status_table_shows_a_row_per_server(metrics: object) -> None:
                                 "314,297", "-", "-", "-", "-", "-"]
     assert len({len(line) for line in lines}) == 1  # the columns line up
 
+
 def test_the_status_table_says_stale_with_the_reasons() -> None:
     row = {"host": "gpu-node-1", "state": "active/running", "healthy": True, "health": 200, "uptime_s": 60,
            "restarts": 0, "version": "0.5.23", "drift": [], "stale": ["the running server (PID 1) started before "
