@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.sglang.deploy.plugins.module_utils import _prometheus
+from ansible_collections.sglang.deploy.plugins.module_utils.sglang_types import positive_number
 
 # How status.yml reads each SGLang gauge it shows (by its name after "sglang:"), as a real 0.5.23 server writes
 # it (sglang/srt/observability/metrics_collector.py, "mc.py", and managers/scheduler.py of 0.5.23):
@@ -122,19 +123,11 @@ def _true(value: Any) -> bool:
 
 def _load_columns(row: dict[str, Any]) -> str:
     load = row.get("load") if isinstance(row.get("load"), dict) else {}
-    disk = _number(row.get("disk_read_gb_per_s"))
-    read = _number(load.get("read_gb_per_s"))
-    size = _number(load.get("weights_bytes"))
+    disk = positive_number(row.get("disk_read_gb_per_s"))
+    read = positive_number(load.get("read_gb_per_s"))
+    size = positive_number(load.get("weights_bytes"))
     floor = _duration(size / 1e9 / disk) if disk and size else "-"
-    return (f"{_duration(_number(load.get('total_s'))):>10} {_rate(read):>13} {_rate(disk):>11} {floor:>13}")
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
+    return (f"{_duration(positive_number(load.get('total_s'))):>10} {_rate(read):>13} {_rate(disk):>11} {floor:>13}")
 
 
 def _rate(value: float | None) -> str:

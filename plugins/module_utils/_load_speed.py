@@ -7,7 +7,7 @@ The measurement reads at most ``MAX_BYTES`` of the model's largest safetensors s
 (``O_DIRECT``; where the file system refuses it - tmpfs, some overlays - a plain read after
 ``posix_fadvise(DONTNEED)``, and the record says which). Module sglang_disk_rate keeps it in
 ``<sglang_home>/<instance>.disk.json``; a deploy measures again only when that record is missing, is of another
-model directory, or is asked to (``sglang_service_disk_remeasure``).
+model directory, or is asked to (``sglang_config_disk_remeasure``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import os
 import time
 from collections.abc import Callable
 from typing import Any
+
+from .sglang_types import positive_number
 
 MAX_BYTES = 1 << 30     # the most a measurement reads: 1 GiB
 BLOCK = 16 << 20        # read in 16 MiB blocks (dd bs=16M): large enough for the disk's sequential rate
@@ -95,22 +97,14 @@ def stale(record: dict[str, Any] | None, model_path: str, remeasure: bool = Fals
     """Why the disk must be measured (again), or "" when the record holds: none yet, another model directory
     (maybe another disk), no rate, or asked to."""
     if remeasure:
-        return "asked to measure again (sglang_service_disk_remeasure)"
+        return "asked to measure again (sglang_config_disk_remeasure)"
     if not isinstance(record, dict):
         return "no measurement recorded on this host yet"
     if str(record.get("model_path") or "") != str(model_path):
         return f"the record is of {record.get('model_path')!r}, not of {model_path!r}"
-    if not _positive(record.get("gb_per_s")):
+    if not positive_number(record.get("gb_per_s")):
         return "the recorded measurement has no rate"
     return ""
-
-
-def _positive(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
 
 
 def advise(load: dict[str, Any] | None, disk: dict[str, Any] | None, weights_bytes: Any = None,
@@ -131,9 +125,9 @@ def advise(load: dict[str, Any] | None, disk: dict[str, Any] | None, weights_byt
     upper bound, since no lever makes the load faster than the disk. ``bound`` is ``unknown`` (lever ``none``)
     without a recorded weight load or a disk rate."""
     load = load if isinstance(load, dict) else {}
-    disk_rate = _positive((disk or {}).get("gb_per_s") if isinstance(disk, dict) else None)
-    size = _positive(weights_bytes) or _positive(load.get("weights_bytes"))
-    load_s = _positive(load.get("weights_load_s"))
+    disk_rate = positive_number((disk or {}).get("gb_per_s") if isinstance(disk, dict) else None)
+    size = positive_number(weights_bytes) or positive_number(load.get("weights_bytes"))
+    load_s = positive_number(load.get("weights_load_s"))
     result: dict[str, Any] = {"floor_s": None, "weights_load_s": load_s, "read_gb_per_s": None,
                               "disk_gb_per_s": disk_rate, "bound": "unknown", "lever": "none",
                               "expected_gain_s": None}

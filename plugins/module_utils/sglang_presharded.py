@@ -37,10 +37,6 @@ READY_FILE = "READY"            # PreshardedModelLoader.READY_FILENAME
 KEY_VERSION = 1                 # bump when what the key covers changes
 KEY_RE = re.compile(r"^[0-9a-f]{16}$")
 DRAFT_SUFFIX = "-draft"
-# What SGLang 0.5.23 logs when it dumps (first load) and when it loads a dump (tests/fixtures/sglang-engine/
-# presharded-0.5.23-cpu.log, the real server's lines).
-FIRST_LOAD_RE = re.compile(r"No presharded checkpoint at (\S+); doing first-time load and dump\.")
-FROM_DUMP_RE = re.compile(r"Loading from presharded checkpoint at (\S+)$", re.MULTILINE)
 # A directory the unit's argv, its ReadWritePaths= and a JSON string carry without quoting surprises.
 DIR_RE = re.compile(r"^/[A-Za-z0-9._/-]*$")
 DIR_ALLOWED = ("an absolute path of letters, digits, '.', '_', '-' and '/' (no '..'), under sglang_home or "

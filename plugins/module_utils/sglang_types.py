@@ -69,6 +69,16 @@ def to_float(value: Any) -> float:
     return number
 
 
+def positive_number(value: Any) -> float | None:
+    """``value`` as a number above zero, or None (not a number, zero or less): for figures read back from a host's
+    records, where anything else means "not known"."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
+
+
 def to_human_int(value: Any) -> int:
     """SGLang's human_readable_int (0.5.12+, e.g. --max-total-tokens): 128000, "128k", "25.6k", "1Mi"
     (suffixes are case-sensitive; decimals only with SI suffixes)."""
