@@ -69,5 +69,5 @@ class CallbackModule(CallbackBase):
         else:
             self._display.display(f"ROLLOUT LEASE NOT given back on {held['host']} ({(run.stdout + run.stderr)[-500:]}"
                                   f"); the next deploy finds it held by this run, stale once this run is gone, and "
-                                  f"takes it over with -e sglang_service_lease_takeover={held['holder']['id']}.",
+                                  f"takes it over with -e sglang_rollout_lease_takeover={held['holder']['id']}.",
                                   color="red")

@@ -70,7 +70,7 @@ def restart_plan(drift: Any, state: Any, driver: Any = None, reboot: Any = None,
     plan nvidia_driver's preflight made: pin, packages, installed, running, reboot_policy) or a running
     driver other than the pin is made in its batch, with the server stopped, and reboots the host unless
     the policy is `never` or the host is a container (`driver.container`) that cannot reboot
-    (`container_reboots`: sglang_service_reboot_command is set) - then the driver changes in place, as the
+    (`container_reboots`: sglang_maintenance_reboot_command is set) - then the driver changes in place, as the
     role does alone; a pending reboot
     (`reboot`, sglang_service_state's: required, packages) is done in the batch when `reboot_pending` allows it.
     `live` (_live.live_change's, with the unit's path as ``path``): what the server differs in is changed through

@@ -85,7 +85,7 @@ def hold(path: str, holder: dict[str, t.Any], ttl: int, takeover: str = "", gone
             if takeover != current.get("id"):
                 raise LeaseRefused(f"ROLLOUT LEASE HELD by {describe(current, now)}, and it is stale: {stale}. "
                                    "Nothing was changed. If that deploy is no longer running, take the lease over "
-                                   f"with -e sglang_service_lease_takeover={current.get('id')}")
+                                   f"with -e sglang_rollout_lease_takeover={current.get('id')}")
             took_over = dict(current, stale=stale)
         lease = {key: holder.get(key) for key in HOLDER_KEYS}
         lease["started"] = current.get("started") if current and current.get("id") == holder["id"] else (

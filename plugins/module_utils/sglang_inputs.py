@@ -67,7 +67,7 @@ _FLOAT_DEFAULT = (-1e12, 1e12, "a finite number")
 # (a systemd specifier), quote or backslash.
 UNIT_PATHS = {
     "sglang_home", "sglang_venv_dir", "sglang_model_path", "sglang_speculative_draft_model_path",
-    "sglang_service_unit_dir", "sglang_service_config_dir", "sglang_service_rollback_dir",
+    "sglang_service_unit_dir", "sglang_service_config_dir", "sglang_rollout_rollback_dir",
     "sglang_service_read_write_paths", "sglang_stack_wheelhouse_dir", "sglang_stack_uv_dir", "sglang_stack_python",
     "sglang_stack_python_install_dir", "sglang_router_venv_dir", "sglang_router_config_dir",
     "sglang_router_wheelhouse_dir", "sglang_weights_state_dir", "sglang_weights_hf_venv",
@@ -93,7 +93,7 @@ API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key"}
 _ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "worker-urls": "the inventory's group sglang_workers"}
 _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
-HOOK_FILES = {"sglang_service_pre_restart_hooks", "sglang_service_post_restart_hooks"}
+HOOK_FILES = {"sglang_rollout_pre_restart_hooks", "sglang_rollout_post_restart_hooks"}
 # Model config files read on the controller for the capacity plan.
 JSON_FILES = {"sglang_model_config_file", "sglang_draft_config_file"}
 # Text files read on the controller for the capacity plan.
@@ -102,10 +102,21 @@ TEXT_FILES = {"sglang_startup_log"}
 SIZES = {"sglang_model_weight_size", "sglang_draft_weight_size"}
 _SIZE_MAX = 10**15
 # Variables of earlier releases: refused with what replaced them, since ignoring them would plan without them.
-RENAMED = {
-    "sglang_model_weight_gb": ("sglang_model_weight_size", "a size that states its unit"),
-    "sglang_draft_weight_gb": ("sglang_draft_weight_size", "a size that states its unit"),
+# Old name -> (its successor, why, what the successor allows).
+RENAMED: dict[str, tuple[str, str, str]] = {
+    "sglang_model_weight_gb": ("sglang_model_weight_size", "a size that states its unit", ""),
+    "sglang_draft_weight_gb": ("sglang_draft_weight_size", "a size that states its unit", ""),
 }
+# 2.0.0 split role sglang_service into the service, the rollout and the host maintenance: their variables moved.
+_MOVED = {
+    "sglang_rollout": ("pre_restart_hooks", "post_drain_hooks", "pre_start_hooks", "pre_rejoin_hooks",
+                       "post_restart_hooks", "router_timeout", "rollback_dir", "lease", "lease_host", "lease_file",
+                       "lease_ttl", "lease_takeover"),
+    "sglang_maintenance": ("reboot_force", "reboot_timeout", "reboot_command"),
+}
+RENAMED |= {f"sglang_service_{suffix}": (f"{role}_{suffix}", f"role {role} owns it since 2.0.0",
+                                         "the same value under the new name")
+            for role, suffixes in _MOVED.items() for suffix in suffixes}
 
 
 def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -148,8 +159,9 @@ def _names(names: list[str], given: dict[str, Any], known: dict[str, Any],
                           f"sglang_{name}?")
     for name in sorted((set(names) | set(given)) - {e.split(":", 1)[0] for e in errors}):
         if name in RENAMED:
-            successor, why = RENAMED[name]
-            errors.append(f"{name}: was replaced by {successor}, {why}; allowed: {successor}: {SIZE_ALLOWED}")
+            successor, why, allowed = RENAMED[name]
+            errors.append(f"{name}: was replaced by {successor}, {why}; allowed: {successor}: "
+                          f"{allowed or SIZE_ALLOWED}")
             continue
         if INTERNAL.match(name) and name in given:
             errors.append(f"{name}: is internal to the roles and cannot be set from outside; allowed: the documented "

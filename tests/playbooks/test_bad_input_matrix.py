@@ -170,8 +170,8 @@ def _class7(add: Add) -> None:
     """Rollout settings that used to be refused only when the rollout began."""
     for value in ("0", "abc", "150%", "-1"):
         add(7, f"serial-{value}", {"sglang_rolling_serial": value})
-    add(7, "hook-missing", {"sglang_service_pre_restart_hooks": ["/nonexistent/hook.yml"]})
-    add(7, "hook-relative", {"sglang_service_post_restart_hooks": ["hooks/record.yml"]})
+    add(7, "hook-missing", {"sglang_rollout_pre_restart_hooks": ["/nonexistent/hook.yml"]})
+    add(7, "hook-relative", {"sglang_rollout_post_restart_hooks": ["hooks/record.yml"]})
 
 
 def _class8(add: Add) -> None:

@@ -250,7 +250,7 @@ def test_a_failing_pre_restart_hook_leaves_the_server_untouched(host: Any, tmp_p
                     "    msg: the load balancer refused the drain\n")
     before = host.check_output(f"sha256sum {FILES}"), show(host, "InvocationID", "NRestarts")
     rc, out, _seconds = run_playbook("deploy.yml", "--tags", "service", "-e", "hicache_ratio=3.3",
-                                     "-e", json.dumps({"sglang_service_pre_restart_hooks": [str(hook)]}))
+                                     "-e", json.dumps({"sglang_rollout_pre_restart_hooks": [str(hook)]}))
     assert rc != 0
     assert f"ROLLOUT STOPPED at {HOST} before its files changed" in out, why(out)
     assert "the load balancer refused the drain" in out and "rolled back" not in out

@@ -320,7 +320,7 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
     since = time.time()
     load = Load(tmp_path / "rerun")
     rc, out, seconds = run_playbook("playbooks/reboot.yml", "-l", "sglang-rolling-2",
-                                    "-e", "sglang_service_reboot_force=true")
+                                    "-e", "sglang_maintenance_reboot_force=true")
     assert rc == 0, why(out)
     assert drivers("sglang-rolling-2") == (OLD_DRIVER, OLD_DRIVER)
     assert [url for url, _healthy in listed(host)] == [f"http://{name}:30000" for name in WORKERS]

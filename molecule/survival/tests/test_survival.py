@@ -98,10 +98,10 @@ def lease_taken_over_after(pid: int, *change: str) -> tuple[int, str, float]:
     assert "ROLLOUT LEASE HELD by" in out and f"PID {pid}" in out, why(out)
     assert f"its holder, PID {pid} on this controller" in out and "is gone" in out, why(out)
     assert changed(out) == 0, why(out)
-    lease = re.search(r"-e sglang_service_lease_takeover=(\w+)", out)
+    lease = re.search(r"-e sglang_rollout_lease_takeover=(\w+)", out)
     assert lease, why(out)
     print("STALE LEASE reported: " + out[out.index("ROLLOUT LEASE HELD by"):][:400])
-    rc, out, seconds = deploy(*change, "-e", f"sglang_service_lease_takeover={lease.group(1)}")
+    rc, out, seconds = deploy(*change, "-e", f"sglang_rollout_lease_takeover={lease.group(1)}")
     assert rc == 0, why(out)
     assert "TOOK OVER the rollout lease of" in out, why(out)
     return rc, out, seconds
@@ -200,9 +200,9 @@ def test_a_controller_killed_while_a_server_loads_leaves_a_rerun_that_waits_for_
     loading = invocation(FIRST)
     rc, out, _seconds = deploy(*change)
     assert rc != 0 and f"PID {pid}" in out, why(out)
-    lease = re.search(r"-e sglang_service_lease_takeover=(\w+)", out)
+    lease = re.search(r"-e sglang_rollout_lease_takeover=(\w+)", out)
     assert lease, why(out)
-    rerun = start_playbook("deploy.yml", *PATIENT, *change, "-e", f"sglang_service_lease_takeover={lease.group(1)}")
+    rerun = start_playbook("deploy.yml", *PATIENT, *change, "-e", f"sglang_rollout_lease_takeover={lease.group(1)}")
     wait_for("the rerun's wait for the loading server", lambda: "PLAY [Bring back the servers an earlier run left "
              "loading]" in rerun.output or rerun.proc.poll() is not None)
     for name in WORKERS:  # every server of this change loads once the file is there
@@ -250,7 +250,7 @@ def test_a_controller_killed_during_a_driver_reboot_leaves_a_rerun_that_converge
     holding = ["sh", "-c", f'docker kill --signal=SIGRTMIN+3 "$0" >/dev/null && docker wait "$0" >/dev/null && '
                f'touch {marks}/down-"$0" && while [ ! -e {marks}/go ]; do sleep 0.2; done && docker start "$0"',
                "{{ inventory_hostname }}"]
-    reboot = ("-e", json.dumps({"sglang_service_reboot_command": holding}))
+    reboot = ("-e", json.dumps({"sglang_maintenance_reboot_command": holding}))
     since = time.time()
     load = Load(tmp_path)
     boots = {name: boot_id(name) for name in WORKERS}

@@ -91,4 +91,4 @@ def test_a_release_that_fails_says_how_to_take_the_lease_over(monkeypatch: pytes
     callback.v2_runner_on_ok(Result("held", "run-a"))
     callback.v2_playbook_on_stats(None)
     assert "ROLLOUT LEASE NOT given back on router-1" in display.lines[0]
-    assert display.lines[0].endswith("-e sglang_service_lease_takeover=run-a.")
+    assert display.lines[0].endswith("-e sglang_rollout_lease_takeover=run-a.")

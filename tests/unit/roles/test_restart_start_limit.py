@@ -90,18 +90,24 @@ def test_reset_failed_of_a_unit_systemd_does_not_hold_is_not_a_failure(case: str
 
 
 def test_every_start_of_the_server_goes_through_restart_yml() -> None:
-    """The handler, the start of a server that is not running and the rollback all include restart.yml; no
-    other task of the role starts or restarts the unit."""
-    for path in sorted(TASKS.glob("*.yml")):
-        if path.name == "restart.yml":
-            continue
-        text = path.read_text()
-        assert "state: restarted" not in text and "state: started" not in text, path
+    """run.yml (a changed, stopped or stale server) and the start entry point (role sglang_rollout's rollback) include
+    restart.yml; no other task of the service, rollout or maintenance roles starts or restarts the unit, and no
+    handler restarts it (handlers appended by every include_role of the role would restart it as many times)."""
+    for role in ("sglang_service", "sglang_rollout", "sglang_maintenance"):
+        for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
+            if path.name == "restart.yml":
+                continue
+            text = path.read_text()
+            assert "state: restarted" not in text and "state: started" not in text, path
+            assert "notify: sglang_service restart" not in text, path
     handlers = yaml.safe_load((ROOT / "roles/sglang_service/handlers/main.yml").read_text())
-    # The other handler only reloads systemd (a live change's unit, live.yml): it starts nothing.
-    assert [handler.get("ansible.builtin.include_tasks") for handler in handlers] == ["restart.yml", None]
-    assert handlers[1]["ansible.builtin.systemd_service"] == {"daemon_reload": True}
-    assert any(task.get("ansible.builtin.include_tasks") == "restart.yml" for task in tasks("rollback.yml"))
+    # The one handler only reloads systemd (a live change's unit, live.yml): it starts nothing.
+    assert [handler.get("ansible.builtin.systemd_service") for handler in handlers] == [{"daemon_reload": True}]
+    for entry in ("run.yml", "start.yml"):
+        assert any(task.get("ansible.builtin.include_tasks") == "restart.yml" for task in tasks(entry)), entry
+    rollback = yaml.safe_load((ROOT / "roles/sglang_rollout/tasks/rollback.yml").read_text())
+    assert any(task.get("ansible.builtin.include_role") == {"name": "sglang_service", "tasks_from": "start"}
+               for task in rollback)
 
 
 def test_the_fixture_covers_the_distributions_the_roles_support() -> None:

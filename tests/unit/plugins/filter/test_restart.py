@@ -55,7 +55,7 @@ def test_a_driver_change_is_made_in_place_when_nothing_serves_or_the_policy_neve
     container = dict(DRIVER, container=True)
     assert plan([], "active", container)["why"] == [
         "driver 580.95.05 -> 580.105.08, in place (a container that cannot reboot)"]
-    assert plan([], "active", container, None, False, True)["reboot"] is True  # sglang_service_reboot_command
+    assert plan([], "active", container, None, False, True)["reboot"] is True  # sglang_maintenance_reboot_command
     # No driver installed yet (a first install), or no plan (the driver phase left out by --tags): nothing.
     assert plan([], "active", dict(DRIVER, installed={})) == {
         "restart": False, "driver": False, "reboot": False, "why": []}
@@ -86,7 +86,7 @@ def test_new_files_restart_and_a_pending_reboot_waits_unless_allowed() -> None:
 def test_a_driver_change_in_the_batch_always_reboots_it(state: str, installed: str | None, running: str | None,
                                                         policy: str, container: bool, pending: bool, allowed: bool,
                                                         reboots_container: bool) -> None:
-    """roles/sglang_service/tasks/rolling.yml takes the maintenance path on `reboot` alone: `driver` implies it."""
+    """roles/sglang_rollout/tasks/rolling.yml takes the maintenance path on `reboot` alone: `driver` implies it."""
     driver = dict(DRIVER, installed=dict.fromkeys(DRIVER["packages"], installed) if installed else {},
                   running=running, reboot_policy=policy, container=container)
     result = restart.restart_plan([], state, driver, {"required": pending}, allowed, reboots_container)

@@ -63,8 +63,8 @@ def test_every_problem_is_listed_not_only_the_first() -> None:
 def test_a_hook_must_be_an_existing_task_file(tmp_path: Path) -> None:
     hook = tmp_path / "hook.yml"
     hook.write_text("---\n- name: Hook\n  ansible.builtin.debug:\n")
-    assert errors(sglang_service_pre_restart_hooks=[str(hook)]) == []
-    assert errors(sglang_service_pre_restart_hooks=[str(tmp_path / "missing.yml")])
+    assert errors(sglang_rollout_pre_restart_hooks=[str(hook)]) == []
+    assert errors(sglang_rollout_pre_restart_hooks=[str(tmp_path / "missing.yml")])
 
 
 def test_stall_timeouts_are_checked_as_the_readiness_waiter_checks_them() -> None:
@@ -142,6 +142,17 @@ def test_the_old_gb_variables_are_refused_with_their_successor() -> None:
     found = errors(sglang_model_weight_gb=547)
     assert found == [f"sglang_model_weight_gb: was replaced by sglang_model_weight_size, a size that states its unit; "
                      f"allowed: sglang_model_weight_size: {SIZE_ALLOWED}"]
+
+
+@pytest.mark.parametrize(("old", "new", "role"),
+                         [("sglang_service_lease_takeover", "sglang_rollout_lease_takeover", "sglang_rollout"),
+                          ("sglang_service_post_drain_hooks", "sglang_rollout_post_drain_hooks", "sglang_rollout"),
+                          ("sglang_service_reboot_command", "sglang_maintenance_reboot_command", "sglang_maintenance")])
+def test_the_variables_the_role_split_moved_are_refused_with_their_new_name(old: str, new: str, role: str) -> None:
+    """2.0.0 split sglang_service: an inventory that still sets an old name is told the new one, not ignored."""
+    found = errors(**{old: []})
+    assert found == [f"{old}: was replaced by {new}, role {role} owns it since 2.0.0; allowed: {new}: "
+                     "the same value under the new name"], found
 
 
 @PROPERTY

@@ -59,7 +59,7 @@ def test_a_stale_lease_is_taken_over_only_when_named(tmp_path: Path) -> None:
     with pytest.raises(_lease.LeaseRefused) as refused:
         _lease.hold(path, holder("bob"), 600, now=NOW + 601)
     assert "it is stale: it expired at" in str(refused.value)
-    assert str(refused.value).endswith("take the lease over with -e sglang_service_lease_takeover=id-alice")
+    assert str(refused.value).endswith("take the lease over with -e sglang_rollout_lease_takeover=id-alice")
     with pytest.raises(_lease.LeaseRefused):
         _lease.hold(path, holder("bob"), 600, takeover="id-someone-else", now=NOW + 601)
     taken = _lease.hold(path, holder("bob"), 600, takeover="id-alice", now=NOW + 601)
@@ -138,7 +138,7 @@ def test_this_controller_knows_its_own_dead_run(tmp_path: Path) -> None:
 def test_the_holder_is_the_ansible_playbook_process_with_secrets_hidden(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
     playbook = ["/venv/bin/python3.11", "/venv/bin/ansible-playbook", "deploy.yml", "-e", "hicache_ratio=3.0", "-e",
-                "sglang_api_key=s3cr3t", "-e", '{"sglang_service_lease_takeover": "x", "hf_token": "t0k"}']
+                "sglang_api_key=s3cr3t", "-e", '{"sglang_rollout_lease_takeover": "x", "hf_token": "t0k"}']
     # A worker: forked from ansible-playbook, with its command line; its child runs a lookup; the main process.
     for pid, parent, argv in ((400, 300, ["python3", "-c", "lookup"]), (300, 200, playbook), (200, 1, playbook)):
         (proc / str(pid)).mkdir(parents=True)
