@@ -1,13 +1,20 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of a live change: what a running server holds of the live settings, read back after the change. Each
-filter is documented in its sidecar file, <filter>.yml."""
+"""Filters of a running server: the address a host reaches its own server at, and what the server holds of the
+live settings, read back after a live change. Each filter is documented in its sidecar file, <filter>.yml."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils import _live
 from ansible_collections.sglang.deploy.plugins.module_utils._live import server_values
+
+
+def server_url(bind: Any, port: Any) -> str:
+    """`sglang_host | server_url(sglang_port)`: http://<address>:<port> this host reaches its own server at
+    (module_utils _live.server_url, which module sglang_host_facts asks /server_info at too)."""
+    return _live.server_url(bind, port)
 
 
 def live_readback(info: Any, changes: Any) -> list[str]:
@@ -23,4 +30,4 @@ def live_readback(info: Any, changes: Any) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"live_readback": live_readback}
+        return {"live_readback": live_readback, "server_url": server_url}

@@ -27,6 +27,12 @@ def load_summary(load: Any) -> str:
     return _load.summary(load if isinstance(load, dict) else None)
 
 
+def disk_stale(record: Any, model_path: Any, remeasure: Any = False) -> str:
+    """`disk_record | disk_stale(sglang_model_path, remeasure)`: why the disk under the weights must be measured
+    (again), or "" when its record holds (module_utils _load_speed.stale, the rule module sglang_disk_rate keeps)."""
+    return _load_speed.stale(record if isinstance(record, dict) else None, str(model_path or ""), _true(remeasure))
+
+
 def load_advice(record: Any, disk: Any, presharded: Any = False, threads: Any = None,
                 weights_bytes: Any = None) -> dict[str, Any]:
     """`observed | load_advice(disk_record, presharded, threads)`: module_utils _load_speed.advise on the record's
@@ -51,4 +57,4 @@ def _count(value: Any) -> int | None:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"load_budget": load_budget, "load_downtime": load_downtime, "load_summary": load_summary,
-                "load_advice": load_advice}
+                "load_advice": load_advice, "disk_stale": disk_stale}

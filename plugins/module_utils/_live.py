@@ -25,6 +25,16 @@ from typing import Any
 from .sglang_quote import exec_argv
 from .sglang_settings import LIVE
 
+# The addresses a server bound to all interfaces, or to the loopback, answers on at 127.0.0.1.
+LOCAL_BINDS = ("", "0.0.0.0", "::", "127.0.0.1", "localhost")
+
+
+def server_url(bind: Any, port: Any) -> str:
+    """The address this host reaches its own server at, from the address it binds (sglang_host) and its port:
+    127.0.0.1 for a wildcard or loopback bind, else the bind itself (an IPv6 one in brackets)."""
+    host = "127.0.0.1" if str(bind or "").strip() in LOCAL_BINDS else str(bind).strip()
+    return f"http://{f'[{host}]' if ':' in host else host}:{int(port)}"
+
 
 def split_live(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """``argv`` without the live flags (``--flag value`` or ``--flag=value``), and their values by key."""

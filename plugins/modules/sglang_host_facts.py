@@ -420,10 +420,8 @@ def deployed(module: AnsibleModule, paths: list[str], unit: dict[str, str], unit
 def live_settings(module: AnsibleModule) -> dict[str, float] | None:
     """The live settings the server holds (GET /server_info, its internal_states), None when it does not answer."""
     p = module.params
-    bind = str(p["bind"] or "")
-    host = "127.0.0.1" if bind in ("", "0.0.0.0", "::", "127.0.0.1", "localhost") else bind
     headers = {"Authorization": f"Bearer {p['api_key']}"} if p["api_key"] else {}
-    url = f"http://{f'[{host}]' if ':' in host else host}:{p['port']}/server_info"
+    url = _live.server_url(p["bind"], p["port"]) + "/server_info"
     try:
         with open_url(url, headers=headers, timeout=30, validate_certs=False) as response:
             info = json.loads(response.read())

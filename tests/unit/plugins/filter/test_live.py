@@ -173,3 +173,14 @@ def test_split_live_never_loses_or_invents_a_word(words: list[str], value: str) 
     if values_with:
         assert rest_with == rest and values_with["speculative_accept_threshold_single"] == value
     assert all(word in words for word in rest)
+
+
+@pytest.mark.parametrize(("bind", "port", "url"), [
+    ("0.0.0.0", 30000, "http://127.0.0.1:30000"), ("::", "30000", "http://127.0.0.1:30000"),
+    ("", 8, "http://127.0.0.1:8"), ("localhost", 8, "http://127.0.0.1:8"), (None, 8, "http://127.0.0.1:8"),
+    ("10.0.0.5", 30000, "http://10.0.0.5:30000"), ("fd00::5", 30000, "http://[fd00::5]:30000"),
+    ("::1", 30000, "http://[::1]:30000"),
+])
+def test_server_url_is_where_this_host_reaches_its_own_server(bind: object, port: object, url: str) -> None:
+    """One rule for the role's calls (sglang_service_base_url) and sglang_host_facts' /server_info read."""
+    assert live.server_url(bind, port) == url
