@@ -48,7 +48,7 @@ COLLECTION = "sglang.deploy"
 TESTED_ANSIBLE_CORE = ("2.19",)
 SWITCH = "sglang_fast_noop"
 # Builtin lookups the roles call (every other builtin is loaded by the worker that needs it).
-BUILTIN_LOOKUPS = ("ansible.builtin.template", "ansible.builtin.fileglob", "ansible.builtin.file")
+BUILTIN_LOOKUPS = ("ansible.builtin.template", "ansible.builtin.file")
 
 
 def plugin_files(collection: str, kind: str) -> list[str]:

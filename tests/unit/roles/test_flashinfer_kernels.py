@@ -9,6 +9,11 @@ import re
 import jinja2
 import yaml
 from ansible.plugins.filter.core import regex_escape
+from ansible_collections.sglang.deploy.plugins.filter.settings import (
+    KERNEL_TAG_RE,
+    SGLANG_STACK_SETTINGS,
+    sglang_stack_settings_errors,
+)
 from ansible_collections.sglang.deploy.plugins.filter.stack import unmet_requirements
 from helpers import ROOT
 
@@ -34,15 +39,24 @@ def test_the_default_kernel_package_is_the_reference_gpus_with_the_releases_cuda
 
 
 def test_the_role_accepts_every_tag_flashinfer_names_and_nothing_else() -> None:
-    """The validation regex (vars/main.yml) and the names built from it match the shim's own pattern."""
-    validation = next(check["bad"] for check in VARS["__sglang_stack_settings_checks"]
-                      if "takes FlashInfer's architecture tags" in check["msg"])
-    accepted = re.search(r"reject\('match', '([^']+)'\)", validation).group(1)
+    """The role's check (sglang_stack_settings_errors) and the names built from what it accepts match the shim's
+    own pattern."""
     shim = re.compile(FACTS["shim"]["kernel_package_pattern"])
     for tag in FACTS["cu130_x86_64_kernel_tags"]["tags"] + ["sm120a", "sm121a", "sm110a"]:
-        assert re.match(accepted, tag) and shim.fullmatch(f"flashinfer-jit-cache-{tag}"), tag
+        assert KERNEL_TAG_RE.match(tag) and shim.fullmatch(f"flashinfer-jit-cache-{tag}"), tag
+        assert not kernel_refusals([tag]), tag
     for wrong in ("blackwell", "120f", "sm1200f", "sm120x", "SM120F", "sm120f; rm -rf /"):
-        assert not re.fullmatch(accepted.strip("^$"), wrong), wrong
+        assert not re.fullmatch(KERNEL_TAG_RE.pattern.strip("^$"), wrong), wrong
+        assert kernel_refusals([wrong]), wrong
+
+
+def kernel_refusals(kernels: list[str]) -> list[str]:
+    """The stack's refusals of these kernel tags, everything else as the role's defaults have it."""
+    settings = {name: DEFAULTS.get(name) for name in SGLANG_STACK_SETTINGS}
+    settings.update(sglang_version="0.5.23", sglang_stack_flashinfer_kernels=kernels, flashinfer_jit_version="0.7.2",
+                    flashinfer_packages=[])
+    return [error for error in sglang_stack_settings_errors(settings, str(ROLE / "files/constraints"))
+            if "takes FlashInfer's architecture tags" in error]
 
 
 def test_other_gpus_kernel_packages_reported_missing_by_the_real_uv_are_not_problems() -> None:
