@@ -343,7 +343,7 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     lag = time.time() - crashed_at
     # The crash is detected when the rescue starts (profile_tasks stamps every task header), and the
     # play fails once the rollback to the last good configuration is serving again.
-    rescued = re.search(r"TASK \[sglang_service : Remember why the new configuration failed\][^\n]*\n"
+    rescued = re.search(r"TASK \[sglang_rollout : Remember why the new configuration failed\][^\n]*\n"
                         r"(\w+ \d+ \w+ \d{4}\s+\d\d:\d\d:\d\d)", out)
     assert rescued, why(out)
     detected_at = time.mktime(time.strptime(rescued.group(1).split(None, 1)[1], "%d %B %Y %H:%M:%S"))
