@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${SGLANG_DEPLOY_ENGINE_WHEELHOUSE:-/var/cache/sglang-deploy/engine-wheelhouse}
-lock=molecule/resources/engine/requirements-cpu.txt
+lock=extensions/molecule/resources/engine/requirements-cpu.txt
 uv=$(sed -n 's/^sglang_stack_uv_version: "\(.*\)"/\1/p' roles/sglang_stack/defaults/main.yml)
 want="$(sha256sum "$lock" | cut -c1-16) uv==$uv"
 # shellcheck source=scripts/machine-cache.sh

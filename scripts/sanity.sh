@@ -30,9 +30,10 @@ fi
 
 rm -rf "$ROOT/.cache/sanity"
 mkdir -p "$COPY"
-# .ansible/ is ansible-lint's cache, not content.
+# .ansible/ is ansible-lint's cache, not content. molecule is a symlink to extensions/molecule, which is copied:
+# ansible-test refuses a symlink to a directory (its symlinks test), and the built collection leaves it out too.
 git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' path; do
-  case $path in .ansible/*) continue ;; esac
+  case $path in .ansible/* | molecule) continue ;; esac
   if [ -e "$path" ] || [ -L "$path" ]; then printf '%s\0' "$path"; fi  # a tracked file deleted in the tree is gone
 done | tar --null --files-from=- -cf - | tar -xf - -C "$COPY"
 git -C "$COPY" init -q

@@ -142,7 +142,7 @@ companions+=(--companion "flashinfer-jit-cache-sm120f==$jit")
 for tag in sm100a sm120f; do
   companions+=(--companion-requires "flashinfer-jit-cache=flashinfer-jit-cache-$tag==$jit")
 done
-python3 molecule/resources/simulator/build_wheel.py --version "$version" --out .cache/wheelhouse "${companions[@]}"
+python3 extensions/molecule/resources/simulator/build_wheel.py --version "$version" --out .cache/wheelhouse "${companions[@]}"
 if ! ls .cache/wheelhouse/ninja-"$ninja_version"-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .cache/wheelhouse \
     "ninja==$ninja_version" 2>&1 | grep -v "^WARNING: Location" || true

@@ -38,7 +38,7 @@ def load_script(path: Path, name: str | None = None) -> ModuleType:
 
 # The simulator's argparse double of SGLang's parser, built from a flag catalog: a test double, so it lives with
 # the simulator and not in plugins/module_utils (standard library only; loaded by its path).
-SIM_ARGPARSER = ROOT / "molecule" / "resources" / "simulator" / "src" / "sglang" / "_sim" / "argparser.py"
+SIM_ARGPARSER = ROOT / "extensions/molecule/resources/simulator/src/sglang/_sim/argparser.py"
 
 
 def catalog_parser() -> ModuleType:

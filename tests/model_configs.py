@@ -34,5 +34,5 @@ QWEN3_235B: dict[str, Any] = {
     "max_position_embeddings": 40960, "use_sliding_window": False, "sliding_window": None,
     "max_window_layers": 94, "torch_dtype": "bfloat16",
 }
-KIMI_K25 = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
-EAGLE3 = json.loads((ROOT / "molecule/resources/models/kimi-k2.5-eagle3/config.json").read_text())
+KIMI_K25 = json.loads((ROOT / "extensions/molecule/resources/models/kimi-k2.5/config.json").read_text())
+EAGLE3 = json.loads((ROOT / "extensions/molecule/resources/models/kimi-k2.5-eagle3/config.json").read_text())

@@ -29,7 +29,7 @@ import pytest
 import yaml
 from helpers import ROOT
 
-MODEL = str(ROOT / "molecule/resources/models/kimi-k2.5/config.json")
+MODEL = str(ROOT / "extensions/molecule/resources/models/kimi-k2.5/config.json")
 
 
 class Case(NamedTuple):
@@ -221,7 +221,7 @@ def _inventory(tmp: Path) -> Path:
     (inventory / "host_vars").mkdir()
     shared = yaml.safe_load((ROOT / "inventory/example/group_vars/all.yml").read_text())
     shared["sglang_model_config_file"] = MODEL
-    shared["sglang_draft_config_file"] = str(ROOT / "molecule/resources/models/kimi-k2.5-eagle3/config.json")
+    shared["sglang_draft_config_file"] = str(ROOT / "extensions/molecule/resources/models/kimi-k2.5-eagle3/config.json")
     shared["ansible_connection"] = "community.docker.docker"
     (inventory / "group_vars/all.yml").write_text(yaml.safe_dump(shared))
     listed = tmp / "list.json"

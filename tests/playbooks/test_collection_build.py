@@ -1,12 +1,13 @@
 """The built collection holds what its playbooks and roles use (issue 37).
 
-`ansible-galaxy collection build` leaves out what galaxy.yml's build_ignore names (molecule/, tests/, tools/,
-scripts/ and the sandbox's playbooks). A shipped playbook that imports, includes, copies or templates a file
-the build leaves out works in this checkout and breaks in the installed collection: playbooks/sandbox-prepare.yml
-imported molecule/resources/apt/prepare-repo.yml. This builds the tarball, lists it, and resolves every file a
-shipped playbook or role task file names (import_playbook, import_tasks/include_tasks, import_role/include_role
-with tasks_from, roles:, vars_files, and the src of copy/template/script) inside it. A path with a variable the
-play does not define itself is checked up to that variable (its directory must be shipped)."""
+`ansible-galaxy collection build` leaves out what galaxy.yml's build_ignore names (extensions/, which holds
+Molecule's scenarios, the molecule symlink to it, tests/, tools/, scripts/ and the sandbox's playbooks). A shipped
+playbook that imports, includes, copies or templates a file the build leaves out works in this checkout and breaks
+in the installed collection: playbooks/sandbox-prepare.yml imported molecule/resources/apt/prepare-repo.yml. This
+builds the tarball, lists it, and resolves every file a shipped playbook or role task file names (import_playbook,
+import_tasks/include_tasks, import_role/include_role with tasks_from, roles:, vars_files, and the src of
+copy/template/script) inside it. A path with a variable the play does not define itself is checked up to that
+variable (its directory must be shipped)."""
 
 from __future__ import annotations
 
@@ -174,14 +175,14 @@ def test_every_file_a_shipped_playbook_or_role_names_is_in_the_built_collection(
 
 
 def test_the_sandbox_playbooks_and_test_resources_are_not_shipped(shipped: set[str]) -> None:
-    leaked = sorted(name for name in shipped
-                    if name.startswith(("molecule", "tests", "tools", "scripts", "playbooks/sandbox", ".")))
+    test_only = ("molecule", "extensions", "tests", "tools", "scripts", "playbooks/sandbox", ".")
+    leaked = sorted(name for name in shipped if name.startswith(test_only))
     assert not leaked, leaked
 
 
 def test_the_check_finds_an_import_the_build_leaves_out(shipped: set[str]) -> None:
-    """The check itself: shipped again, playbooks/sandbox-prepare.yml names molecule/resources, which is not."""
+    """The check itself: shipped again, playbooks/sandbox-prepare.yml names extensions/molecule/resources."""
     with_sandbox = shipped | {"playbooks/sandbox-prepare.yml"}
     missing = unresolved(with_sandbox, _from_checkout)
-    assert any("molecule/resources/apt/prepare-repo.yml" in line for line in missing), missing
-    assert any("molecule/resources/nvidia-smi" in line for line in missing), missing
+    assert any("extensions/molecule/resources/apt/prepare-repo.yml" in line for line in missing), missing
+    assert any("extensions/molecule/resources/nvidia-smi" in line for line in missing), missing

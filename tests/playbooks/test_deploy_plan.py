@@ -56,7 +56,7 @@ def plans(tmp_path: Path, states: dict[str, str], serial: Any = 1,
         for host in HOSTS}}}}}))
     playbook = tmp_path / "plan.yml"
     playbook.write_text(PLAY)
-    models = ROOT / "molecule/resources/models"  # the example inventory names them relative to its own directory
+    models = ROOT / "extensions/molecule/resources/models"  # the example inventory names them relative to its directory
     extra = {"test_out": str(tmp_path), "test_serial": serial, "hicache_ratio": 2.0,
              "test_install": install if install is not None else {},
              "sglang_model_config_file": str(models / "kimi-k2.5/config.json"),

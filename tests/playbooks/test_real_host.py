@@ -103,7 +103,7 @@ def rendered_units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                      "        gpu-node-2: {ansible_host: 10.0.0.12}\n"
                      "    sglang_multinode_kimi:\n      hosts:\n        gpu-node-1:\n        gpu-node-2:\n")
     out = tmp_path_factory.mktemp("multinode")
-    models = ROOT / "molecule" / "resources" / "models"  # the example names them relative to its own directory
+    models = ROOT / "extensions/molecule/resources/models"  # the example names them relative to its own directory
     proc = render(out, "-i", str(hosts), "-e", f"sglang_model_config_file={models}/kimi-k2.5/config.json",
                   "-e", f"sglang_draft_config_file={models}/kimi-k2.5-eagle3/config.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -173,7 +173,7 @@ def test_p2p_matrix_of_a_host_whose_chipset_refuses_p2p() -> None:
 
 
 def test_the_fake_nvidia_smi_prints_the_real_tools_layout() -> None:
-    fake = subprocess.run([str(ROOT / "molecule/resources/nvidia-smi/nvidia-smi"), "topo", "-p2p", "r"],
+    fake = subprocess.run([str(ROOT / "extensions/molecule/resources/nvidia-smi/nvidia-smi"), "topo", "-p2p", "r"],
                           capture_output=True, text=True, check=True).stdout
     real = (REAL / "nvidia-smi-topo-p2p-r-8gpu-pcie.txt").read_text()
     assert [line.split() for line in fake.splitlines()] == [line.split() for line in real.strip().splitlines()]

@@ -19,9 +19,9 @@ from typing import Any
 from helpers import PATIENCE, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-SIM_DIR = REPO / "molecule" / "resources" / "simulator"
+SIM_DIR = REPO / "extensions" / "molecule" / "resources" / "simulator"
 BUILD_SCRIPT = SIM_DIR / "build_wheel.py"
-NVIDIA_SMI = REPO / "molecule" / "resources" / "nvidia-smi" / "nvidia-smi"  # a /bin/sh wrapper of:
+NVIDIA_SMI = REPO / "extensions" / "molecule" / "resources" / "nvidia-smi" / "nvidia-smi"  # a /bin/sh wrapper of:
 NVIDIA_SMI_PY = NVIDIA_SMI.with_name("nvidia_smi.py")
 FIXTURE_CATALOG = Path(__file__).resolve().parent / "data" / "sglang-0.5.23.json"
 REAL_CATALOG_DIR = REPO / "roles" / "sglang_config" / "files" / "catalogs"

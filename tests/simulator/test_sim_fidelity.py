@@ -53,7 +53,7 @@ REAL_DRAIN = ENGINE / f"drain-{VERSION}-cpu.log"
 REAL_SCRAPE = ENGINE / f"metrics-{VERSION}-cpu.txt"
 REAL_INFO = ENGINE / f"server-info-{VERSION}-cpu.json"
 WHEEL_METRICS = REPO / "tests" / "fixtures" / "metrics" / f"sglang-{VERSION}.json"
-TINY_LLAMA = REPO / "molecule" / "resources" / "models" / "make_tiny_llama.py"
+TINY_LLAMA = REPO / "extensions" / "molecule" / "resources" / "models" / "make_tiny_llama.py"
 MC_PY = Path("/var/cache/sglang-deploy/probe/src/sglang/srt/observability/metrics_collector.py")
 
 # Kinds of real lines the simulator does not write, and why (a line of a new kind fails the test until it is

@@ -19,7 +19,7 @@ from typing import ClassVar
 import loadgen  # molecule/resources, on pytest's pythonpath
 from helpers import ROOT
 
-LOADGEN = ROOT / "molecule/resources/loadgen.py"
+LOADGEN = ROOT / "extensions/molecule/resources/loadgen.py"
 
 
 class Router(BaseHTTPRequestHandler):

@@ -218,7 +218,7 @@ def test_module_runs_on_python_3_9_and_imports_only_the_standard_library(module:
 
 
 def test_simulator_wheel_carries_this_module() -> None:
-    path = ROOT / "molecule" / "resources" / "simulator" / "build_wheel.py"
+    path = ROOT / "extensions" / "molecule" / "resources" / "simulator" / "build_wheel.py"
     module = load_script(path, "sim_build_wheel_for_capacity")
     files = module.package_files("0.5.23+sim", str(CATALOGS / "sglang-0.5.23.json"))
     assert files["sglang/_sim/sglang_capacity.py"] == MODULE.read_bytes()

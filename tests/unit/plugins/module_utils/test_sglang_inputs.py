@@ -23,7 +23,8 @@ def errors(**given: object) -> list[str]:
     return check(dict(given), list(given), SPECS)
 
 
-PATTERNS = ("inventory/*/group_vars/*.yml", "molecule/*/group_vars/*.yml", "molecule/*/host_vars/*.yml")
+PATTERNS = ("inventory/*/group_vars/*.yml", "extensions/molecule/*/group_vars/*.yml",
+            "extensions/molecule/*/host_vars/*.yml")
 SHIPPED = sorted(str(p.relative_to(ROOT)) for pattern in PATTERNS for p in ROOT.glob(pattern))
 
 

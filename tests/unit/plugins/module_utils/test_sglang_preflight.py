@@ -11,8 +11,8 @@ from ansible_collections.sglang.deploy.plugins.module_utils import sglang_plan_t
 from ansible_collections.sglang.deploy.plugins.module_utils import sglang_preflight as preflight
 from helpers import BASE, CATALOGS, ROOT
 
-KIMI = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
-DRAFT = json.loads((ROOT / "molecule/resources/models/kimi-k2.5-eagle3/config.json").read_text())
+KIMI = json.loads((ROOT / "extensions/molecule/resources/models/kimi-k2.5/config.json").read_text())
+DRAFT = json.loads((ROOT / "extensions/molecule/resources/models/kimi-k2.5-eagle3/config.json").read_text())
 EXAMPLE = {"gpu_count": 8, "gpu_memory_mib": 97887, "compute_capability": "12.0",
            "host_mem_available_bytes": 449 * 10**9, "weight_bytes_total": 547 * 10**9,
            "model_config": KIMI, "draft_config": DRAFT}

@@ -218,7 +218,8 @@ def test_the_host_s_recorded_start_calibrates_the_next_plan_of_the_same_configur
 
 # --- the real server (SGLang 0.5.23 on a CPU, tests/fixtures/sglang-engine) --------------------------------------
 ENGINE = ROOT / "tests/fixtures/sglang-engine"
-TINY_LLAMA = load_script(ROOT / "molecule/resources/models/make_tiny_llama.py").config(4096, "LlamaForCausalLM")
+TINY_LLAMA = load_script(ROOT / "extensions/molecule/resources/models/make_tiny_llama.py").config(
+    4096, "LlamaForCausalLM")
 
 
 def engine_log() -> str:

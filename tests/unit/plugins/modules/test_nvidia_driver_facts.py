@@ -13,7 +13,7 @@ from ansible_collections.sglang.deploy.plugins.modules import nvidia_driver_fact
 from helpers import ROOT
 from host_commands import Commands
 
-FAKE_SMI = ROOT / "molecule/resources/nvidia-smi/nvidia-smi"
+FAKE_SMI = ROOT / "extensions/molecule/resources/nvidia-smi/nvidia-smi"
 VAR = "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 # Throwaway public keys made with gpg 2.2 for these tests (no private half exists anywhere).
@@ -212,7 +212,7 @@ def test_the_sandbox_nvidia_smi_reports_the_driver_its_last_boot_loaded(
 
 
 def test_the_sandbox_module_load_reads_the_installed_package(tmp_path: Path, path_commands: Commands) -> None:
-    script = ROOT / "molecule/resources/nvidia-smi/nvidia-module-load"
+    script = ROOT / "extensions/molecule/resources/nvidia-smi/nvidia-module-load"
     text = script.read_text().replace("/run/sglang-sim", str(tmp_path / "run")).replace(
         "/etc/sglang-sim", str(tmp_path / "etc"))
     (tmp_path / "load").write_text(text)

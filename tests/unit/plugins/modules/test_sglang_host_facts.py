@@ -14,7 +14,7 @@ from helpers import ROOT
 from host_commands import Commands
 
 REAL = ROOT / "tests" / "fixtures" / "real-host"
-KIMI = json.loads((ROOT / "molecule/resources/models/kimi-k2.5/config.json").read_text())
+KIMI = json.loads((ROOT / "extensions/molecule/resources/models/kimi-k2.5/config.json").read_text())
 NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 GPU_CSV = "\n".join(f"{i}, {NAME}, 97887, 12.0, Default, 00000000:{i + 1:02X}:00.0, Enabled, GPU-{i:08x}, 580.95.05"
                     for i in range(8)) + "\n"

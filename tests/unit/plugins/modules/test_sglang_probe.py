@@ -98,7 +98,7 @@ def test_flashinfer_prebuilt_kernels_must_match_flashinfers_version(monkeypatch:
 def sandbox_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The CUDA 13.0 packages of the sandbox's apt repository (dummy nvcc, headers, link name) as CUDA_HOME, a
     ninja, and an nvidia-smi of two compute capability 12.0 GPUs on PATH."""
-    build_repo = load_script(ROOT / "molecule" / "resources" / "apt" / "build_repo.py", "build_repo")
+    build_repo = load_script(ROOT / "extensions" / "molecule" / "resources" / "apt" / "build_repo.py", "build_repo")
     home = tmp_path / "cuda-13.0"
     for package in build_repo.cuda_packages():
         for rel, (content, mode) in package.files.items():

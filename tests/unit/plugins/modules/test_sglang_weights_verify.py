@@ -14,7 +14,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sglang.deploy.plugins.modules import sglang_weights_verify as verify_module
 from helpers import ROOT, load_script
 
-MODELS = ROOT / "molecule/resources/models"
+MODELS = ROOT / "extensions/molecule/resources/models"
 
 make_model = load_script(MODELS / "make_model.py", "make_model_under_test")
 

@@ -26,9 +26,9 @@ import sys
 import zipfile
 from collections.abc import Sequence
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.realpath(__file__))  # real: reached through the molecule symlink or not
 SOURCE = os.path.join(HERE, "src", "sglang")
-REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))  # extensions/molecule/resources/simulator
 CATALOG_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_catalog.py")
 CAPACITY_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_capacity.py")
 TYPES_MODULE = os.path.join(REPO, "plugins", "module_utils", "sglang_types.py")
