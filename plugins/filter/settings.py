@@ -251,11 +251,7 @@ def sglang_stack_settings_errors(settings: Any, constraints_directory: str) -> l
             or any(re.sub(r"[-_.]+", "-", str(name).lower()) == "sglang" for name in _items(excludes))):
         errors.append(f"sglang_stack_excludes takes package names (letters, digits, '.', '_', '-') other than "
                       f"sglang itself, got {_shown(excludes)}")
-    timeout, poll = get("sglang_stack_install_timeout"), get("sglang_stack_install_poll")
-    if _int(timeout) < MIN_INSTALL_TIMEOUT or _int(poll) < 1:
-        errors.append(f"sglang_stack_install_timeout must be at least {MIN_INSTALL_TIMEOUT} s and "
-                      f"sglang_stack_install_poll at least 1 s, got {_shown(timeout)} and {_shown(poll)}")
-    return errors
+    return errors + _timeout_and_poll(get, "sglang_stack_install", MIN_INSTALL_TIMEOUT)
 
 
 def sglang_weights_settings_errors(settings: Any) -> list[str]:
@@ -291,11 +287,16 @@ def sglang_weights_settings_errors(settings: Any) -> list[str]:
     if not _match(_ABSOLUTE_RE, token_file) or not _match(_ABSOLUTE_RE, state_dir):
         errors.append(f"sglang_weights_hf_token_file and sglang_weights_state_dir must be absolute paths, got "
                       f"'{_shown(token_file)}' and '{_shown(state_dir)}'")
-    timeout, poll = get("sglang_weights_download_timeout"), get("sglang_weights_download_poll")
-    if _int(timeout) < MIN_DOWNLOAD_TIMEOUT or _int(poll) < 1:
-        errors.append(f"sglang_weights_download_timeout must be at least {MIN_DOWNLOAD_TIMEOUT} s and "
-                      f"sglang_weights_download_poll at least 1 s, got {_shown(timeout)} and {_shown(poll)}")
-    return errors
+    return errors + _timeout_and_poll(get, "sglang_weights_download", MIN_DOWNLOAD_TIMEOUT)
+
+
+def _timeout_and_poll(get: Any, prefix: str, minimum: int) -> list[str]:
+    """An async job's bound (<prefix>_timeout, at least ``minimum`` s) and its poll (<prefix>_poll, at least 1 s)."""
+    timeout, poll = get(f"{prefix}_timeout"), get(f"{prefix}_poll")
+    if _int(timeout) < minimum or _int(poll) < 1:
+        return [f"{prefix}_timeout must be at least {minimum} s and {prefix}_poll at least 1 s, got "
+                f"{_shown(timeout)} and {_shown(poll)}"]
+    return []
 
 
 class FilterModule:
