@@ -39,8 +39,8 @@ def test_load_downtime_is_the_last_load_of_the_same_model_on_this_host() -> None
     ({"model_path": "/m", "gb_per_s": 2.0}, "/m", "true", "asked to measure again (sglang_config_disk_remeasure)"),
     ({"model_path": "/m", "gb_per_s": 2.0}, "/m", False, ""),
 ])
-def test_disk_stale_is_the_rule_the_disk_module_keeps_its_record_by(record: Any, path: str, remeasure: Any,
-                                                                   why: str) -> None:
+def test_disk_stale_is_the_rule_the_disk_module_keeps_its_record_by(
+        record: Any, path: str, remeasure: Any, why: str) -> None:
     """The plays' `when:` (assess.yml, status.yml) and module sglang_disk_rate decide with the same function."""
     assert load.disk_stale(record, path, remeasure) == why
     assert why == _load_speed.stale(record, path, remeasure == "true")
