@@ -40,7 +40,7 @@ WATCHED = ["/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/preferences.
 
 def play(*extra: str) -> tuple[int, str, float]:
     """Run converge.yml (deploy.yml's install order) through the CLI against this scenario's host."""
-    return run_playbook("molecule/install/converge.yml", *extra)
+    return run_playbook("extensions/molecule/install/converge.yml", *extra)
 
 
 def changed_tasks(output: str) -> list[str]:
