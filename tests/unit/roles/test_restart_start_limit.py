@@ -92,7 +92,9 @@ def test_reset_failed_of_a_unit_systemd_does_not_hold_is_not_a_failure(case: str
 def test_every_start_of_the_server_goes_through_restart_yml() -> None:
     """run.yml (a changed, stopped or stale server) and the start entry point (role sglang_rollout's rollback) include
     restart.yml; no other task of the service, rollout or maintenance roles starts or restarts the unit, and no
-    handler restarts it (handlers appended by every include_role of the role would restart it as many times)."""
+    handler restarts it (handlers appended by every include_role of the role would restart it as many times:
+    ansible-core 2.19, lib/ansible/playbook/role_include.py, IncludeRole.get_block_list, `myplay.handlers =
+    myplay.handlers + handlers`)."""
     for role in ("sglang_service", "sglang_rollout", "sglang_maintenance"):
         for path in sorted((ROOT / "roles" / role / "tasks").glob("*.yml")):
             if path.name == "restart.yml":
