@@ -64,13 +64,31 @@ _PLANS = {
 
 
 def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: str = "restart",
-                 why: Any = None, expected: Any = None, advice: Any = None) -> str:
+                 why: Any = None, expected: Any = None, advice: Any = None, refusals: Any = None) -> str:
     """What the rolling play will do, printed before any server is drained: the servers that restart (or
     reboot, playbooks/reboot.yml), in their batches, and the ones left alone; `why` (host -> reasons) says
     after each host what changes there and whether it reboots; `advice` (host -> one line of load-speed advice)
-    adds one sentence per host that restarts."""
+    adds one sentence per host that restarts; `refusals` (host -> reasons; empty for a host not refused) puts the
+    refused hosts first, with their reasons, and says that nothing changes anywhere."""
     if action not in _PLANS:
         raise AnsibleFilterError(f"rollout_plan: action {action!r}; allowed: {', '.join(_PLANS)}")
+    refused = _refused(groups, refusals)
+    plan = _plan(groups, serial, parallel, action, why, expected, advice)
+    return f"{refused}Had they not been: {plan}" if refused else plan
+
+
+def _refused(groups: Any, refusals: Any) -> str:
+    """The refused hosts in inventory order, each with its reasons; empty when none is."""
+    reasons = {host: [str(reason) for reason in value] for host, value in dict(refusals or {}).items() if value}
+    hosts = [host for host in groups.get("sglang_workers", []) if host in reasons]
+    if not hosts:
+        return ""
+    listed = "; ".join(f"{host} ({'; '.join(reasons[host])})" for host in hosts)
+    return f"REFUSED, so nothing changes on any host: {listed}. "
+
+
+def _plan(groups: Any, serial: Any, parallel: bool, action: str, why: Any, expected: Any, advice: Any) -> str:
+    """The plan of the servers not refused: batches, then the servers left alone, changed live or waited for."""
     members, others, title, done, left = _PLANS[action]
     units = _units(groups, members)
     reasons = {host: list(value or []) for host, value in dict(why or {}).items()}
@@ -100,7 +118,7 @@ def rollout_plan(groups: Any, serial: Any = 1, parallel: bool = False, action: s
         batches.append(names[index:index + size])
         index += size
     count = len(hosts)
-    return (f"{title}: {count} server{'s' if count != 1 else ''} {action} in {len(sizes)} "
+    return (f"{title}: {count} server{'s' if count != 1 else ''} {action}{'' if count != 1 else 's'} in {len(sizes)} "
             f"batch{'es' if len(sizes) != 1 else ''} (sglang_rolling_serial {serial}), each drained, {done} "
             f"and back before the next: {'; '.join(lines)}. "
             + _expected(batches, expected, "Expected downtime per batch (its slowest host's last load, drain not "

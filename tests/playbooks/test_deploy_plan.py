@@ -36,6 +36,7 @@ PLAY = """
         sglang_service_deployed_state: "{{ test_deployed }}"
         sglang_service_install_state: "{{ test_install }}"
         sglang_service_rolling_serial: "{{ test_serial }}"
+        sglang_service_refusals: "{{ (test_refusals | default({}))[inventory_hostname] | default([]) }}"
     - name: Keep the plan
       ansible.builtin.copy:
         dest: "{{ test_out }}/{{ inventory_hostname }}.json"
@@ -114,3 +115,17 @@ def test_the_plan_says_whether_presharded_weights_are_on(tmp_path: Path) -> None
     assert on["gpu-node-1"]["presharded"] == {"enabled": True, "key": None, "dir": "/var/lib/sglang/presharded",
                                               "ready": None}
     assert "--load-format" not in on["gpu-node-1"]["config"]["argv"]
+
+
+def test_a_refused_host_is_planned_as_refused_in_no_batch_with_its_reasons(tmp_path: Path) -> None:
+    """deploy.yml passes sglang_config_refused: the refused host does nothing in any batch, keeps what would have
+    changed (its why), and the batches of the others are cut without it. deploy.yml then prints the whole plan and
+    refuses it (tests/unit/plugins/filter/test_rollout.py, the drills of the default scenario)."""
+    reasons = ["sglang_hicache_ratio: refused by the plan", "sglang_stack_version: refused by the stack's check"]
+    found = plans(tmp_path, dict.fromkeys(HOSTS, "active"), test_refusals={"gpu-node-2": reasons})
+    refused = found["gpu-node-2"]
+    assert (refused["apply"], refused["batch"], refused["refusals"]) == ("refused", None, reasons)
+    assert refused["why"] and all(why.startswith("new ") for why in refused["why"]), refused["why"]
+    assert refused["downtime"] is None and refused["live"] is None and refused["driver_in_batch"] is False
+    assert [found[host]["batch"] for host in HOSTS] == [1, None, 2, 3]
+    assert [found[host]["refusals"] for host in HOSTS if host != "gpu-node-2"] == [[], [], []]

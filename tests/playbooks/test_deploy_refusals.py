@@ -20,7 +20,7 @@ import pytest
 import yaml
 from helpers import ROOT
 
-TASK = "Refuse a host the plan or a role's settings refuse, before anything changes"
+TASK = "Collect what the plan and the roles' settings checks refuse on each host"
 ROLES = ("nvidia_driver", "sglang_stack", "sglang_weights")
 POISON = "{{ this_check_must_not_run }}"
 

@@ -310,10 +310,14 @@ def test_a_driver_that_fails_after_the_reboot_stops_the_rollout_there(host: Any,
                                                        "http://sglang-rolling-3:30000"]
     assert summary["failed"] == 0, summary
 
-    # While its driver does not run, the host cannot be planned: deploy.yml refuses, naming why.
+    # While its driver does not run, the host cannot be planned: deploy.yml refuses, naming why, after printing the
+    # whole rollout plan with the host refused in it (the deploy plan's refusals) and the third host's batch.
     rc, out, _seconds = run_playbook("deploy.yml", *AS_DEPLOYED)
     assert rc != 0 and "sglang-rolling-2: the SGLang configuration is refused, nothing was changed" in out
     assert "nvidia-smi did not answer" in out, why(out)
+    plan = re.search(r"REFUSED, so nothing changes on any host: sglang-rolling-2 \(.*?Had they not been: ROLLOUT "
+                     r"PLAN: [^\"]*", out)
+    assert plan and "nvidia-smi did not answer" in plan.group(0) and "sglang-rolling-3" in plan.group(0), why(out)
 
     # Mended (the module loads again): rebooted through the drain path, the second host serves the old driver
     # and is back in the router; then deploy.yml checks its driver and rolls the third back.

@@ -129,3 +129,22 @@ def test_the_plan_gives_each_restarting_hosts_load_speed_advice() -> None:
     first = rollout.rollout_plan(groups, 1, True, "restart", {}, None, advice)
     assert "start together. Load speed on a: lever: presharded" in first
     assert "Load speed" not in rollout.rollout_plan(groups, 1, False, "restart", {}, {"a": 700.0})
+
+
+def test_the_plan_names_the_refused_hosts_first_and_what_the_others_would_have_done() -> None:
+    """deploy.yml prints the whole plan before it refuses: the refused hosts (group sglang_rollout_refused, in no
+    batch and not left alone) with every reason, in inventory order, then the plan of the others."""
+    groups = dict(FLEET, sglang_rollout_restart=["w3"], sglang_rollout_keep=["a0", "a1", "w1"],
+                  sglang_rollout_refused=["w4", "w2"])
+    refusals = {"a0": [], "w4": ["sglang_hicache_ratio: 9.0 needs 1.9 TiB of host memory; 1.0 TiB is free"],
+                "w2": ["the NVIDIA driver: nvidia_driver_version 'x' is not a version", "second reason"], "w3": []}
+    assert rollout.rollout_plan(groups, 1, False, "restart", {"w3": ["new sglang-kimi.service"]}, None, None,
+                                refusals) == (
+        "REFUSED, so nothing changes on any host: w2 (the NVIDIA driver: nvidia_driver_version 'x' is not a "
+        "version; second reason); w4 (sglang_hicache_ratio: 9.0 needs 1.9 TiB of host memory; 1.0 TiB is free). "
+        "Had they not been: ROLLOUT PLAN: 1 server restarts in 1 batch (sglang_rolling_serial 1), each drained, "
+        "restarted and back before the next: batch 1: w3 (new sglang-kimi.service). Unchanged and serving, not "
+        "drained: a0, a1, w1.")
+    # Nobody refused (every list empty, or no refusals given): the plan alone, as before.
+    assert rollout.rollout_plan(groups, 1, False, "restart", None, None, None, {"w3": []}) == rollout.rollout_plan(
+        groups, 1)
