@@ -48,8 +48,11 @@ def refusals_expression() -> str:
     return tasks[0]["vars"]["sglang_config_refusals"]
 
 
-def refusals(stamps: dict[str, bool | None], errors: dict[str, Any]) -> dict[str, Any]:
+def refusals(stamps: dict[str, bool | None], errors: dict[str, Any],
+             driver_preflight: list[str] | None = None) -> dict[str, Any]:
     variables: dict[str, Any] = {f"{role}_settings_errors": errors[role] for role in ROLES}
+    if driver_preflight is not None:  # the driver's preflight ran (tag driver, the driver not as it left the host)
+        variables["nvidia_driver_refusals"] = driver_preflight
     state = {role: {"converged": converged, "digest": "d", "why": ""}
              for role, converged in stamps.items() if converged is not None}
     if state:  # deploy.yml's sglang_install_state, from each role's <role>_stamp_state
@@ -84,3 +87,14 @@ def test_the_poison_would_be_seen() -> None:
     """The cases above prove something only if templating a check that must not run fails."""
     found = refusals(dict.fromkeys(ROLES, False), dict.fromkeys(ROLES, POISON))
     assert "this_check_must_not_run" in found.get("error", ""), found
+
+
+def test_the_driver_preflights_refusals_replace_its_settings_checks_when_it_ran() -> None:
+    """The preflight's nvidia_driver_refusals start with the driver's settings errors (then the platform, an
+    undeclared container, Secure Boot): when it ran, they are the driver's part, and its settings are not checked
+    a second time."""
+    host = ["gpu-node-1 looks like a container (docker): it cannot load a kernel module or reboot."]
+    errors = {**ALL_BAD, "nvidia_driver": POISON}
+    assert refusals(dict.fromkeys(ROLES, False), errors, host) == {
+        "refusals": host + ALL_BAD["sglang_stack"] + ALL_BAD["sglang_weights"]}
+    assert refusals(dict.fromkeys(ROLES, True), dict.fromkeys(ROLES, POISON), []) == {"refusals": []}
