@@ -11,10 +11,12 @@ host in a container with a fake mokutil.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import run_example
 
 PLAY = """
@@ -64,4 +66,27 @@ def test_the_role_alone_refuses_every_reason_in_one_message(tmp_path: Path) -> N
 
 def test_good_settings_on_a_supported_platform_give_no_refusal(tmp_path: Path) -> None:
     rc, out, published = preflight(tmp_path)
+    assert rc == 0 and published is not None and published["refusals"] == [], out[-3000:]
+
+
+def test_secure_boot_with_a_module_that_would_be_unsigned_is_among_the_reasons(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """mokutil says Secure Boot is on and no DKMS signing key is there (a path that does not exist): refused with
+    the settings' reasons in the same list; a module signed another way is not."""
+    fake = tmp_path / "bin" / "mokutil"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --sb-state ] && echo 'SecureBoot enabled'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    keys = [str(tmp_path / "no-such-mok.pub")]
+    rc, out, published = preflight(tmp_path, nvidia_driver_preflight_refuse=False, nvidia_driver_mok_keys=keys, **BAD)
+    assert rc == 0 and published is not None, out[-3000:]
+    assert published["refusals"][-1].startswith(
+        "Secure Boot is enabled on localhost (mokutil --sb-state: SecureBoot enabled), and the NVIDIA kernel module "
+        f"that DKMS builds would not be signed with an enrolled key (no DKMS signing key found among {keys[0]}), so "
+        "it would not load."), published["refusals"]
+    assert any("nvidia_driver_branch" in reason for reason in published["refusals"][:-1]), published["refusals"]
+    assert all("\n" not in reason and "  " not in reason for reason in published["refusals"]), published["refusals"]
+    rc, out, published = preflight(tmp_path, nvidia_driver_preflight_refuse=False, nvidia_driver_mok_keys=keys,
+                                   nvidia_driver_module_signed=True)
     assert rc == 0 and published is not None and published["refusals"] == [], out[-3000:]
