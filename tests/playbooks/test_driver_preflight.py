@@ -69,8 +69,8 @@ def test_good_settings_on_a_supported_platform_give_no_refusal(tmp_path: Path) -
     assert rc == 0 and published is not None and published["refusals"] == [], out[-3000:]
 
 
-def test_secure_boot_with_a_module_that_would_be_unsigned_is_among_the_reasons(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secure_boot_with_a_module_that_would_be_unsigned_is_among_the_reasons(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """mokutil says Secure Boot is on and no DKMS signing key is there (a path that does not exist): refused with
     the settings' reasons in the same list; a module signed another way is not."""
     fake = tmp_path / "bin" / "mokutil"
