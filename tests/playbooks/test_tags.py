@@ -3,6 +3,9 @@
 Ansible's rule, checked here on the ansible-core this project pins: a tag given to an import reaches the tasks of
 the files and roles included inside what it imports (their parent chain is static up to the import, so the include
 passes it on); a tag given to an include itself does not reach the tasks it includes - that takes ``apply: {tags}``.
+Source: ansible-core 2.19, lib/ansible/playbook/task.py, ``Task._get_parent_attribute``: "If parent is static, we can
+grab attrs from the parent, otherwise, defer to the grandparent" - a task's dynamic include is skipped, not its
+ancestors.
 So the rolling play's ``import_role: sglang_rollout, tasks_from: rolling`` tagged ``service`` carries ``service``
 down to sglang_service's restart, wait and smoke files, and every include written directly in a play of a playbook
 must carry its tags in ``apply`` (the lease and record includes of deploy.yml do). The default scenario's drills
