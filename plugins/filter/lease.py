@@ -1,6 +1,7 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The filter of the rollout lease, on the controller. Documented in its sidecar file, lease_gone.yml."""
+"""The filters of the rollout lease, on the controller. Documented in their sidecar files, lease_gone.yml and
+lease_running.yml."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ def lease_gone(lease: Any) -> dict[str, str]:
     return _controller.gone(lease)
 
 
+def lease_running(lease: Any) -> str:
+    return _controller.still_running(lease)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"lease_gone": lease_gone}
+        return {"lease_gone": lease_gone, "lease_running": lease_running}

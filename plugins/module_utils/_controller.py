@@ -6,9 +6,16 @@ A run is its ``ansible-playbook`` process: the outermost process among the calle
 is ``ansible-playbook`` (a worker Ansible forked keeps that command line; the main process is its parent). Its id
 is derived from the controller's boot, the PID and the process's start, so it is the same for every task of one run
 and differs for every other run.
-A lease whose holder ran on this controller's current boot and whose process is gone (or is another process under
-the same PID) is stale. On a controller without /proc (macOS), the run is the caller's parent and a lease's
-holder cannot be checked: only its expiry makes it stale. Standard library only.
+A lease whose holder ran on this controller's current boot is stale once no process of that run is left: its
+``ansible-playbook`` is gone (or is another process under the same PID), and so is every worker Ansible forked
+from it. A worker outlives a SIGKILLed controller (it is in a session of its own: Ansible's WorkerProcess._detach
+calls setsid, so neither the controller's process group nor its session holds it) and may still act on a host.
+A worker is recognised by what a fork keeps: the controller's exact command line (its digest is recorded in the
+lease, ``argv_sha256``, never the words themselves) and a start no earlier than the controller's; the caller's
+own run (its ansible-playbook and that process's children) is left out, as it may run the same command. A lease
+written before ``argv_sha256`` was recorded is judged by the controller's PID alone. On a controller without
+/proc (macOS), the run is the caller's parent and a lease's holder cannot be checked: only its expiry makes it
+stale. Standard library only.
 """
 
 from __future__ import annotations
@@ -35,6 +42,14 @@ def _read(path: str) -> str:
         return ""
 
 
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 def boot_id(proc: str = PROC) -> str:
     return _read(f"{proc}/sys/kernel/random/boot_id").strip()
 
@@ -53,6 +68,47 @@ def argv_of(pid: int, proc: str = PROC) -> list[str]:
 def parent_of(pid: int, proc: str = PROC) -> int:
     fields = _read(f"{proc}/{pid}/stat").rsplit(")", 1)[-1].split()
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+
+
+def argv_digest(pid: int, proc: str = PROC) -> str:
+    """sha256 of the process's raw command line ("" when it has none: gone, a zombie or a kernel thread)."""
+    raw = _read_bytes(f"{proc}/{pid}/cmdline")
+    return hashlib.sha256(raw).hexdigest() if raw else ""
+
+
+def _state_and_start(pid: int, proc: str = PROC) -> tuple[str, int]:
+    fields = _read(f"{proc}/{pid}/stat").rsplit(")", 1)[-1].split()
+    if len(fields) <= 19 or not fields[19].isdigit():
+        return "", -1
+    return fields[0], int(fields[19])
+
+
+def run_processes(lease: dict[str, t.Any], own: int | None = None, proc: str = PROC) -> list[int]:
+    """The live processes of the lease holder's run on this controller: its ansible-playbook (same PID, same
+    start) and every process with its command line started no earlier, that is not ``own`` (this caller's
+    ansible-playbook, by default) nor a child of it. Zombies are not live. Empty without /proc."""
+    pid, digest = int(lease.get("pid") or 0), str(lease.get("argv_sha256") or "")
+    try:
+        since = int(str(lease.get("pid_start")))
+    except ValueError:
+        return []
+    own = playbook_process(proc=proc) if own is None else own
+    found = []
+    try:
+        entries = [entry.name for entry in os.scandir(proc) if entry.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        other = int(name)
+        if other in (own, os.getpid()):
+            continue
+        state, start = _state_and_start(other, proc)
+        if not state or state in "ZX" or start < since:
+            continue
+        controller = other == pid and start == since
+        if controller or (digest and argv_digest(other, proc) == digest and parent_of(other, proc) != own):
+            found.append(other)
+    return sorted(found)
 
 
 def playbook_process(pid: int | None = None, proc: str = PROC) -> int:
@@ -94,18 +150,39 @@ def holder(proc: str = PROC, now: float | None = None) -> dict[str, t.Any]:
     host = socket.gethostname()
     digest = hashlib.sha256(f"{host} {boot} {pid} {ticks}".encode()).hexdigest()[:16]
     return {"id": digest, "user": getpass.getuser(), "controller": host, "boot_id": boot, "pid": pid,
-            "pid_start": ticks, "command": redacted(argv_of(pid, proc)) or "ansible-playbook",
+            "pid_start": ticks, "argv_sha256": argv_digest(pid, proc),
+            "command": redacted(argv_of(pid, proc)) or "ansible-playbook",
             "started": time.time() if now is None else now}
 
 
-def gone(lease: t.Any, proc: str = PROC) -> dict[str, str]:
-    """{lease id: why} when the lease's holder ran on this controller's current boot and its process is gone;
-    {} when it is alive, ran elsewhere, or cannot be checked here."""
+def gone(lease: t.Any, proc: str = PROC, own: int | None = None) -> dict[str, str]:
+    """{lease id: why} when the lease's holder ran on this controller's current boot and no process of its run is
+    left (run_processes); {} when one is alive, it ran elsewhere, or it cannot be checked here."""
     if not isinstance(lease, dict) or not lease.get("id") or not lease.get("boot_id"):
         return {}
     if lease.get("boot_id") != boot_id(proc) or lease.get("controller") != socket.gethostname():
         return {}
     pid = int(lease.get("pid") or 0)
-    if pid > 0 and start_ticks(pid, proc) == str(lease.get("pid_start")):
+    if pid <= 0 or run_processes(lease, own, proc):
         return {}
-    return {str(lease["id"]): f"its holder, PID {pid} on this controller ({lease.get('controller')}), is gone"}
+    workers = " and no worker of its run" if lease.get("argv_sha256") else ""
+    return {str(lease["id"]): f"its holder, PID {pid} on this controller ({lease.get('controller')}), is gone"
+                              f"{workers}"}
+
+
+def still_running(lease: t.Any, proc: str = PROC, own: int | None = None) -> str:
+    """Why a lease whose holder's ansible-playbook is gone on this controller is not stale yet: the processes of
+    its run still alive ("" when there are none, or the holder is alive, elsewhere or unknown)."""
+    if not isinstance(lease, dict) or lease.get("boot_id") != boot_id(proc) or \
+            lease.get("controller") != socket.gethostname():
+        return ""
+    pid = int(lease.get("pid") or 0)
+    if pid <= 0 or start_ticks(pid, proc) == str(lease.get("pid_start")):
+        return ""
+    alive = run_processes(lease, own, proc)
+    if not alive:
+        return ""
+    return (f"its holder, PID {pid} on this controller, is gone, but {len(alive)} process(es) of its run still "
+            f"run (Ansible workers outlive a killed controller and may still act on a host): PID "
+            f"{', '.join(str(other) for other in alive)}. Wait for them to end, or end them (by PID), then deploy "
+            "again")

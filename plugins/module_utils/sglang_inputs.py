@@ -57,6 +57,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "sglang_ready_timeout": (60, 7 * 86400, "whole seconds from 60 to 604800 (a model load takes minutes)"),
     "sglang_service_probe_timeout": (30, 86400, "whole seconds from 30 to 86400"),
     "sglang_service_probe_nccl_timeout": (5, 86400, "whole seconds from 5 to 86400"),
+    "sglang_rollout_lease_lock_timeout": (1, 3600, "whole seconds from 1 to 3600"),
 }
 _EXCLUSIVE_MINIMUM = {"sglang_host_memory_available_gb", "sglang_plan_host_memory_available_gb"}
 _INT_DEFAULT = (1, float(1 << 31), "an integer from 1 to 2147483648")

@@ -36,7 +36,8 @@ options:
     description:
       - Who takes, renews or releases it (O(state=held) and O(state=released)); the lookup
         C(sglang.deploy.controller) gives it.
-      - Keys C(id) (required), C(user), C(controller), C(boot_id), C(pid), C(pid_start), C(command), C(started).
+      - Keys C(id) (required), C(user), C(controller), C(boot_id), C(pid), C(pid_start), C(argv_sha256) (the digest
+        of the controller's command line, which its workers keep), C(command), C(started).
     type: dict
     default: {}
   ttl:
@@ -53,9 +54,26 @@ options:
     default: ""
   gone:
     description:
-      - Leases the controller knows are stale, by id, with why (its own earlier run whose process is gone).
+      - Leases the controller knows are stale, by id, with why (its own earlier run of which no process is left:
+        filter P(sglang.deploy.lease_gone#filter)).
     type: dict
     default: {}
+  running:
+    description:
+      - Why the lease is not stale although its holder's controller process is gone (workers of its run still
+        run: filter P(sglang.deploy.lease_running#filter)), added to the refusal; empty says nothing.
+    type: str
+    default: ""
+    version_added: "2.0.0"
+  lock_timeout:
+    description:
+      - Seconds to wait for the lock of the lease file (a deploy holds it for milliseconds). Past it the module
+        fails, naming the process that holds the lock (from C(/proc/locks)) and the lease's holder.
+      - The lock file is 0600 and a missing directory is created 0700 (the default one is kept 0700), so no
+        other local user can open it.
+    type: int
+    default: 60
+    version_added: "2.0.0"
   host:
     description:
       - The inventory name of the host the lease is kept on, returned as RV(host) (a task delegated to it cannot
@@ -174,7 +192,7 @@ def run(module: AnsibleModule) -> dict[str, Any]:
     if module.check_mode:
         return would(module)
     if p["state"] == "released":
-        return _lease.release(p["path"], str(p["holder"]["id"]))
+        return _lease.release(p["path"], str(p["holder"]["id"]), p["lock_timeout"])
     if p["renew"]:
         current = read_object(p["path"])
         if not current or current.get("id") != p["holder"]["id"]:
@@ -182,9 +200,11 @@ def run(module: AnsibleModule) -> dict[str, Any]:
             module.fail_json(msg=f"ROLLOUT LEASE LOST: this run held the rollout lease, which is now held by {who}. "
                                  "This rollout stops before its next batch; nothing more is changed.")
     try:
-        return _lease.hold(p["path"], p["holder"], p["ttl"], p["takeover"], p["gone"])
+        return _lease.hold(p["path"], p["holder"], p["ttl"], p["takeover"], p["gone"],
+                           lock_timeout=p["lock_timeout"])
     except _lease.LeaseRefused as exc:
-        module.fail_json(msg=str(exc), lease=read_object(p["path"]), host=p["host"])
+        running = f" Not stale yet: {p['running']}." if p["running"] else ""
+        module.fail_json(msg=f"{exc}{running}", lease=read_object(p["path"]), host=p["host"])
 
 
 def main() -> None:
@@ -197,11 +217,20 @@ def main() -> None:
             "renew": {"type": "bool", "default": False},
             "takeover": {"type": "str", "default": ""},
             "gone": {"type": "dict", "default": {}},
+            "running": {"type": "str", "default": ""},
+            "lock_timeout": {"type": "int", "default": _lease.DEFAULT_LOCK_TIMEOUT},
             "host": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
-    module.exit_json(host=module.params["host"], **run(module))
+    if module.params["lock_timeout"] < 1:
+        module.fail_json(msg="rollout_lease: lock_timeout (sglang_rollout_lease_lock_timeout) must be whole seconds "
+                             f"of at least 1, not {module.params['lock_timeout']}")
+    try:
+        result = run(module)
+    except (_lease.LeaseLocked, _lease.LeaseUnsafe) as exc:
+        module.fail_json(msg=str(exc), host=module.params["host"])
+    module.exit_json(host=module.params["host"], **result)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,11 @@ options:
     type: path
     required: true
   record:
-    description: The JSON file that keeps the measurement (role C(sglang_service) keeps it in
-      C(<sglang_home>/<instance>.disk.json)).
+    description:
+      - The JSON file that keeps the measurement (the roles keep it in
+        C(/var/lib/sglang-deploy/records/<instance>.disk.json), where only root writes).
+      - It is written under a private temporary name and renamed over O(record), so a link planted there is
+        replaced, not followed; a record that is a link, or that another user than root owns, is not read.
     type: path
     required: true
   max_bytes:
@@ -57,13 +60,13 @@ EXAMPLES = r"""
 - name: Measure the disk under the weights once, and keep the measurement
   sglang.deploy.sglang_disk_rate:
     model_path: /models/Kimi-K2.5
-    record: /var/lib/sglang/kimi.disk.json
+    record: /var/lib/sglang-deploy/records/kimi.disk.json
   register: disk
 
 - name: Measure again (a new disk)
   sglang.deploy.sglang_disk_rate:
     model_path: /models/Kimi-K2.5
-    record: /var/lib/sglang/kimi.disk.json
+    record: /var/lib/sglang-deploy/records/kimi.disk.json
     remeasure: true
 """
 

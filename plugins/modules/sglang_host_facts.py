@@ -45,11 +45,12 @@ options:
     version_added: "2.0.0"
   observed_file:
     description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
-      O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists.
+      O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists, is no link and root (or the
+      reader) owns it.
     type: path
   disk_file:
     description: The disk's sequential read rate under the model, as module M(sglang.deploy.sglang_disk_rate)
-      recorded it; read when it exists.
+      recorded it; read when it exists, is no link and root (or the reader) owns it.
     type: path
     version_added: "2.0.0"
   stamps:

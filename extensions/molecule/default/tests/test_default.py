@@ -27,7 +27,7 @@ ENV_PATH = "/etc/sglang/kimi.env"
 SERVED_NAME = "kimi k2.5 (molecule) 100% $HOME"
 QUOTING_PROBE = 'x $HOME 100% "quoted" `tick` back\\slash'
 API_KEY = "mol-SECRET-7f3a9c"
-OBSERVED = "/var/lib/sglang/kimi.observed.json"
+OBSERVED = "/var/lib/sglang-deploy/records/kimi.observed.json"  # root's records: only root writes there
 SANDBOX_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "SGLANG_SIM_LOAD_SECONDS": 6, "SGLANG_SIM_MEM_AVAILABLE_GB": 440,
                "SGLANG_SIM_GPU_DEVICES": 1, "SGLANG_SIM_WEIGHT_GIB_PER_GPU": 71.71,
                "SGLANG_DEPLOY_QUOTING_PROBE": QUOTING_PROBE}

@@ -51,7 +51,7 @@ NETWORK = "sglang-engine-net"
 UNIT = "sglang-kimi.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 ENV_PATH = "/etc/sglang/kimi.env"
-OBSERVED = "/var/lib/sglang/kimi.observed.json"
+OBSERVED = "/var/lib/sglang-deploy/records/kimi.observed.json"  # root's records: only root writes there
 RECORDED = PROJECT / ".cache" / "engine-recorded"
 FIXTURES = PROJECT / "tests" / "fixtures" / "sglang-engine"
 # group_vars/sglang_workers.yml's extra arguments: a drill that changes them gives the whole mapping with -e.

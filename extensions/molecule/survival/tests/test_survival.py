@@ -5,6 +5,9 @@ under the bounded load through the router: once drained, once its new files are 
 server loads, once it serves but before it rejoins the router, and during a driver reboot. The hooks of
 molecule/rolling/hooks (hold_*.yml; the scenario uses the rolling scenario's group_vars) and the simulator's
 hold_load fault stop the turn exactly there, so the kill lands at its point however fast or slow the machine is.
+Ansible's workers outlive the killed controller (each in a session of its own), so the lease stays live while
+one is left: the drill of a drained server shows a rerun refused then, naming the worker; each drill then ends the
+workers of the run it killed, by PID (the processes with the killed controller's command line started after it).
 Then the same command is run again: it is refused, naming the dead run's lease as stale, and run once more taking
 the lease over; afterwards every server runs what its unit says, every server is in the router, status.yml
 -e strict=true passes, and no request failed.
@@ -19,6 +22,7 @@ refused before any change, naming the holder, and the fleet ends homogeneous.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.sglang.deploy.plugins.module_utils import _controller
 from ansible_collections.sglang.deploy.plugins.module_utils.sglang_quote import exec_argv
 from drill import Running, run_playbook, start_playbook, why
 from fleet import (
@@ -71,12 +76,28 @@ def deploy(*extra: str) -> tuple[int, str, float]:
     return run_playbook("deploy.yml", *PATIENT, *extra)
 
 
-def kill(run: Running) -> int:
-    """SIGKILL to the controller, by its PID (its workers are orphaned as a dead controller's are)."""
+def kill(run: Running) -> dict[str, Any]:
+    """SIGKILL to the controller, by its PID (its workers are orphaned as a dead controller's are): the killed run
+    as its lease records it (PID, start, digest of its command line), for end_workers."""
     pid = run.proc.pid
+    dead = {"pid": pid, "pid_start": _controller.start_ticks(pid), "argv_sha256": _controller.argv_digest(pid)}
+    assert dead["pid_start"] and dead["argv_sha256"], f"no /proc entry of the controller {pid}"
     os.kill(pid, signal.SIGKILL)
     run.finish(timeout=120)
-    return pid
+    return dead
+
+
+def end_workers(dead: dict[str, Any]) -> list[int]:
+    """End the workers the killed run left on this controller, by PID: the processes with its command line that
+    started after it (module_utils _controller.run_processes, as the lease's rule finds them; nothing else here
+    runs that command line now). Returns their PIDs, once none is left."""
+    workers = _controller.run_processes(dead, own=0)
+    for worker in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+    wait_for(f"the killed run's workers {workers} to end", lambda: not _controller.run_processes(dead, own=0), 60)
+    print(f"ENDED the killed run's workers: {workers}")
+    return workers
 
 
 def held(name: str, point: str) -> bool:
@@ -151,14 +172,32 @@ def killed_at_a_held_point(tmp_path: Path, point: str) -> None:
                          "-e", f"drill_hold_point={point}")
     wait_for(f"{FIRST}'s turn held once {point}", lambda: held(FIRST, point) or run.proc.poll() is not None)
     assert run.proc.poll() is None, "the run ended before its turn was held:\n" + why(run.output)
-    pid = kill(run)
+    dead = kill(run)
+    pid = dead["pid"]
+    if point == "drained":
+        refused_while_a_worker_lives(dead, *change)
     let_go(FIRST)
+    end_workers(dead)
     written = f'SGLANG_DEPLOY_DRILL_CHANGE="killed-{point}"' in on(FIRST).file(ENV_PATH).content_string
     _rc, out, seconds = lease_taken_over_after(pid, *change)
     summary = assert_converged(load, since, *change)
     assert f'SGLANG_DEPLOY_DRILL_CHANGE="killed-{point}"' in on(FIRST).file(ENV_PATH).content_string
     print(f"MEASURED killed controller ({point}): the rerun converged in {seconds:.1f} s (changed: "
           f"{changes_by_host(out)}); the new file was on disk at the kill: {written}; load {summary}")
+
+
+def refused_while_a_worker_lives(dead: dict[str, Any], *change: str) -> None:
+    """The killed run's worker of the held turn still runs (it waits for its module on the host): a rerun is
+    refused as by a live holder, naming that worker, with no takeover offered, and changes nothing."""
+    workers = _controller.run_processes(dead, own=0)
+    assert workers, "no worker of the killed run is left to show the rule with"
+    rc, out, _seconds = deploy(*change)
+    assert rc != 0 and "ROLLOUT LEASE HELD by" in out and f"PID {dead['pid']}" in out, why(out)
+    assert "Not stale yet:" in out and "of its run still run" in out, why(out)
+    assert any(f"PID {worker}" in out or f", {worker}" in out for worker in workers), why(out)
+    assert "sglang_rollout_lease_takeover=" not in out and changed(out) == 0, why(out)
+    print(f"MEASURED a rerun while the killed run's workers {workers} live: refused, no takeover offered: "
+          + out[out.index("ROLLOUT LEASE HELD by"):][:500])
 
 
 def test_a_controller_killed_once_a_server_drained_leaves_a_rerun_that_converges(host: Any, tmp_path: Path) -> None:
@@ -196,7 +235,9 @@ def test_a_controller_killed_while_a_server_loads_leaves_a_rerun_that_waits_for_
 
     wait_for(f"{FIRST}'s new server loading", loading_or_ended)
     assert run.proc.poll() is None, why(run.output)
-    pid = kill(run)
+    dead = kill(run)
+    pid = dead["pid"]
+    end_workers(dead)
     loading = invocation(FIRST)
     rc, out, _seconds = deploy(*change)
     assert rc != 0 and f"PID {pid}" in out, why(out)
@@ -258,11 +299,13 @@ def test_a_controller_killed_during_a_driver_reboot_leaves_a_rerun_that_converge
     wait_for(f"{FIRST}'s host down for its reboot", lambda: (marks / f"down-{FIRST}").exists()
              or run.proc.poll() is not None)
     assert run.proc.poll() is None, why(run.output)
-    pid = kill(run)
+    dead = kill(run)
+    pid = dead["pid"]
     (marks / "go").touch()  # the host comes back by itself, as a rebooting host does
     wait_for(f"{FIRST} up again", lambda: subprocess.run(
         ["docker", "inspect", "-f", "{{.State.Running}}", FIRST], capture_output=True, text=True,
         check=False).stdout.strip() == "true", 300)
+    end_workers(dead)
     rebooted = boot_id(FIRST)
     _rc, _out, seconds = lease_taken_over_after(pid, *change, *reboot)
     summary = assert_converged(load, since, *change)

@@ -3,12 +3,15 @@ over only when named; it is released only by its holder; and this controller kno
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -153,3 +156,129 @@ def test_the_holder_is_the_ansible_playbook_process_with_secrets_hidden(tmp_path
                        "'<extra variables with a secret, hidden>'")
     assert "s3cr3t" not in command and "t0k" not in command
     assert os.getpid() == _controller.playbook_process(os.getpid(), "/nonexistent")  # no /proc: itself
+
+
+def test_the_lease_directory_is_created_0700_and_its_lock_0600(tmp_path: Path) -> None:
+    """No other local user can open the lock (let alone hold it): a new directory is 0700, the lock 0600, an older
+    0644 lock is tightened, and a directory others may write, or a link at the lock, is refused."""
+    path = tmp_path / "state" / "deploy" / "lease.json"
+    _lease.hold(str(path), holder("alice"), 600, now=NOW)
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    assert oct(Path(f"{path}.lock").stat().st_mode & 0o777) == "0o600"
+    Path(f"{path}.lock").chmod(0o644)
+    _lease.release(str(path), "id-alice")
+    assert oct(Path(f"{path}.lock").stat().st_mode & 0o777) == "0o600"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    with pytest.raises(_lease.LeaseUnsafe, match=r"directory .*/shared is owned by uid \d+ with mode 1777"):
+        _lease.hold(str(shared / "lease.json"), holder("alice"), 600)
+    assert not (shared / "lease.json.lock").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lease.json.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(_lease.LeaseUnsafe, match=r"lease\.json\.lock is a symbolic link"):
+        _lease.hold(str(other / "lease.json"), holder("alice"), 600)
+    assert not (tmp_path / "elsewhere").exists()
+
+
+HOLD_LOCK = ("import fcntl, sys\n"
+             "handle = open(sys.argv[1], 'a')\n"
+             "fcntl.flock(handle, fcntl.LOCK_EX)\n"
+             "print('held', flush=True)\n"
+             "sys.stdin.read()\n")
+
+
+def test_a_lock_held_by_another_process_ends_in_a_bounded_wait_naming_it(tmp_path: Path,
+                                                                          run_module: Runner) -> None:
+    """A process that keeps the lock (a local user could, before the lock was 0600) makes the deploy wait at
+    most lock_timeout, then fail naming that process and the lease's holder; once it lets go the lease is taken."""
+    path = str(tmp_path / "lease.json")
+    _lease.hold(path, holder("alice"), 600, now=NOW)
+    staller = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, f"{path}.lock"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert staller.stdout is not None and staller.stdout.readline() == "held\n"
+        started = time.monotonic()
+        with pytest.raises(_lease.LeaseLocked) as locked:
+            _lease.hold(path, holder("bob"), 600, lock_timeout=0.3)
+        waited = time.monotonic() - started
+        message = str(locked.value)
+        assert 0.3 <= waited < 10, waited  # the bound, not the staller, ends the wait
+        assert message.startswith(f"ROLLOUT LEASE LOCK {path}.lock still held after 0.3 s "
+                                  f"(sglang_rollout_lease_lock_timeout) by PID {staller.pid} (`")
+        assert "The lease itself is held by alice@ctl-alice" in message and "Nothing was changed" in message
+        failed = run_module(rollout_lease.main, {"state": "held", "path": path, "holder": holder("bob"),
+                                                 "lock_timeout": 1})
+        assert failed["failed"] and failed["msg"].startswith("ROLLOUT LEASE LOCK")
+        assert json.loads(Path(path).read_text())["id"] == "id-alice"
+    finally:
+        assert staller.stdin is not None
+        staller.stdin.close()
+        staller.wait(30)
+    assert _lease.release(path, "id-alice", lock_timeout=0.3)["changed"]
+    refused = run_module(rollout_lease.main, {"state": "held", "path": path, "holder": holder("bob"),
+                                              "lock_timeout": 0})
+    assert refused["failed"] and "lock_timeout (sglang_rollout_lease_lock_timeout)" in refused["msg"]
+
+
+# A controller and a worker forked from it: the worker takes a session of its own (as Ansible's WorkerProcess does)
+# and both wait on stdin; the controller prints the worker's PID.
+FORKING_CONTROLLER = ("import os, sys\n"
+                      "child = os.fork()\n"
+                      "if child == 0:\n"
+                      "    os.setsid()\n"
+                      "    sys.stdin.read()\n"
+                      "    os._exit(0)\n"
+                      "print(child, flush=True)\n"
+                      "sys.stdin.read()\n")
+
+
+def _until(check: Callable[[], bool]) -> None:
+    """Poll until check() holds (a process's end is seen in /proc shortly after the signal); 30 s bound a failure."""
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, "waited 30 s"
+        time.sleep(0.01)
+
+
+def test_a_killed_controller_whose_worker_survives_is_not_gone_until_the_worker_ends() -> None:
+    """SIGKILL the controller: its forked worker, in a session of its own, lives on; the lease's run is not gone
+    (and the refusal can name the worker) until the worker ends too."""
+    controller = subprocess.Popen([sys.executable, "-c", FORKING_CONTROLLER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+    assert controller.stdout is not None
+    worker = int(controller.stdout.readline())
+    lease = {"id": "x", "boot_id": _controller.boot_id(), "controller": socket.gethostname(), "pid": controller.pid,
+             "pid_start": _controller.start_ticks(controller.pid),
+             "argv_sha256": _controller.argv_digest(controller.pid)}
+    try:
+        assert os.getsid(worker) == worker != os.getsid(controller.pid)  # neither its session nor its group
+        assert _controller.run_processes(lease) == sorted([controller.pid, worker])
+        assert _controller.gone(lease) == {} and _controller.still_running(lease) == ""  # the controller lives
+        # This run's own workers run the same command: the caller's playbook process and its children are not the
+        # dead run's.
+        other_run = dict(lease, pid=0, pid_start="0")
+        assert _controller.run_processes(other_run, own=controller.pid) == []
+        controller.kill()
+        controller.wait(30)
+        assert _controller.run_processes(lease) == [worker]
+        assert _controller.gone(lease) == {}
+        running = _controller.still_running(lease)
+        assert running.startswith(f"its holder, PID {controller.pid} on this controller, is gone, but 1 process(es) "
+                                  f"of its run still run") and running.count(f"PID {worker}") == 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
+        controller.kill()
+        controller.wait(30)
+    _until(lambda: not _controller.run_processes(lease))
+    assert _controller.gone(lease) == {"x": f"its holder, PID {controller.pid} on this controller "
+                                            f"({socket.gethostname()}), is gone and no worker of its run"}
+    assert _controller.still_running(lease) == ""
+
+
+def test_the_holder_records_the_digest_of_its_command_line_not_its_words() -> None:
+    me = _controller.holder()
+    assert me["argv_sha256"] == _controller.argv_digest(me["pid"]) and len(me["argv_sha256"]) == 64
+    assert set(_lease.HOLDER_KEYS) == set(me)
