@@ -172,6 +172,8 @@ def _class7(add: Add) -> None:
         add(7, f"serial-{value}", {"sglang_rolling_serial": value})
     add(7, "hook-missing", {"sglang_rollout_pre_restart_hooks": ["/nonexistent/hook.yml"]})
     add(7, "hook-relative", {"sglang_rollout_post_restart_hooks": ["hooks/record.yml"]})
+    for value in (0, -1, 3601, "soon"):  # the lease's bounded wait for its lock
+        add(7, f"lease-lock-timeout-{value}", {"sglang_rollout_lease_lock_timeout": value})
 
 
 def _class8(add: Add) -> None:
