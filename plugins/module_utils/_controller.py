@@ -10,12 +10,13 @@ A lease whose holder ran on this controller's current boot is stale once no proc
 ``ansible-playbook`` is gone (or is another process under the same PID), and so is every worker Ansible forked
 from it. A worker outlives a SIGKILLed controller (it is in a session of its own: Ansible's WorkerProcess._detach
 calls setsid, so neither the controller's process group nor its session holds it) and may still act on a host.
-A worker is recognised by what a fork keeps: the controller's exact command line (its digest is recorded in the
-lease, ``argv_sha256``, never the words themselves) and a start no earlier than the controller's; the caller's
-own run (its ansible-playbook and that process's children) is left out, as it may run the same command. A lease
-written before ``argv_sha256`` was recorded is judged by the controller's PID alone. On a controller without
-/proc (macOS), the run is the caller's parent and a lease's holder cannot be checked: only its expiry makes it
-stale. Standard library only.
+A worker is recognised by what a fork keeps: the controller's command line, as the lease records it (``command``,
+redacted: no digest of the raw line is kept, which would let a secret passed with -e be guessed offline), and a
+start no earlier than the controller's; the caller's own run (its ansible-playbook and that process's children)
+is left out, as it may run the same command. Two runs whose command lines differ only in a secret value look
+alike: the rule then waits (a live run is never taken over). On a controller without /proc (macOS), the run is
+the caller's parent and a lease's holder cannot be checked: only its expiry makes it stale. Standard library
+only.
 """
 
 from __future__ import annotations
@@ -42,14 +43,6 @@ def _read(path: str) -> str:
         return ""
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return b""
-
-
 def boot_id(proc: str = PROC) -> str:
     return _read(f"{proc}/sys/kernel/random/boot_id").strip()
 
@@ -70,12 +63,6 @@ def parent_of(pid: int, proc: str = PROC) -> int:
     return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
 
 
-def argv_digest(pid: int, proc: str = PROC) -> str:
-    """sha256 of the process's raw command line ("" when it has none: gone, a zombie or a kernel thread)."""
-    raw = _read_bytes(f"{proc}/{pid}/cmdline")
-    return hashlib.sha256(raw).hexdigest() if raw else ""
-
-
 def _state_and_start(pid: int, proc: str = PROC) -> tuple[str, int]:
     fields = _read(f"{proc}/{pid}/stat").rsplit(")", 1)[-1].split()
     if len(fields) <= 19 or not fields[19].isdigit():
@@ -85,9 +72,10 @@ def _state_and_start(pid: int, proc: str = PROC) -> tuple[str, int]:
 
 def run_processes(lease: dict[str, t.Any], own: int | None = None, proc: str = PROC) -> list[int]:
     """The live processes of the lease holder's run on this controller: its ansible-playbook (same PID, same
-    start) and every process with its command line started no earlier, that is not ``own`` (this caller's
-    ansible-playbook, by default) nor a child of it. Zombies are not live. Empty without /proc."""
-    pid, digest = int(lease.get("pid") or 0), str(lease.get("argv_sha256") or "")
+    start) and every process with its command line (redacted, as the lease records it) started no earlier, that
+    is not ``own`` (this caller's ansible-playbook, by default) nor a child of it. Zombies are not live. Empty
+    without /proc."""
+    pid, command = int(lease.get("pid") or 0), str(lease.get("command") or "")
     try:
         since = int(str(lease.get("pid_start")))
     except ValueError:
@@ -106,7 +94,7 @@ def run_processes(lease: dict[str, t.Any], own: int | None = None, proc: str = P
         if not state or state in "ZX" or start < since:
             continue
         controller = other == pid and start == since
-        if controller or (digest and argv_digest(other, proc) == digest and parent_of(other, proc) != own):
+        if controller or (command and run_command(other, proc) == command and parent_of(other, proc) != own):
             found.append(other)
     return sorted(found)
 
@@ -126,6 +114,13 @@ def playbook_process(pid: int | None = None, proc: str = PROC) -> int:
     if found:
         return found
     return os.getppid() if pid is None else pid
+
+
+def run_command(pid: int, proc: str = PROC) -> str:
+    """The process's command line as the lease records a holder's ("" for a process without one: a zombie, a
+    kernel thread, one gone)."""
+    argv = argv_of(pid, proc)
+    return redacted(argv) if argv else ""
 
 
 def redacted(argv: list[str]) -> str:
@@ -150,8 +145,7 @@ def holder(proc: str = PROC, now: float | None = None) -> dict[str, t.Any]:
     host = socket.gethostname()
     digest = hashlib.sha256(f"{host} {boot} {pid} {ticks}".encode()).hexdigest()[:16]
     return {"id": digest, "user": getpass.getuser(), "controller": host, "boot_id": boot, "pid": pid,
-            "pid_start": ticks, "argv_sha256": argv_digest(pid, proc),
-            "command": redacted(argv_of(pid, proc)) or "ansible-playbook",
+            "pid_start": ticks, "command": run_command(pid, proc) or "ansible-playbook",
             "started": time.time() if now is None else now}
 
 
@@ -165,9 +159,8 @@ def gone(lease: t.Any, proc: str = PROC, own: int | None = None) -> dict[str, st
     pid = int(lease.get("pid") or 0)
     if pid <= 0 or run_processes(lease, own, proc):
         return {}
-    workers = " and no worker of its run" if lease.get("argv_sha256") else ""
-    return {str(lease["id"]): f"its holder, PID {pid} on this controller ({lease.get('controller')}), is gone"
-                              f"{workers}"}
+    return {str(lease["id"]): f"its holder, PID {pid} on this controller ({lease.get('controller')}), is gone, "
+                              "and no worker of its run is left"}
 
 
 def still_running(lease: t.Any, proc: str = PROC, own: int | None = None) -> str:

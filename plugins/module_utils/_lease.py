@@ -36,7 +36,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils._json_file import (
 )
 
 DEFAULT_FILE = "/var/lib/sglang-deploy/rollout-lease.json"
-HOLDER_KEYS = ("id", "user", "controller", "boot_id", "pid", "pid_start", "argv_sha256", "command", "started")
+HOLDER_KEYS = ("id", "user", "controller", "boot_id", "pid", "pid_start", "command", "started")
 # How long a run waits for the lock of the lease's read-modify-write (milliseconds when it is another deploy's).
 DEFAULT_LOCK_TIMEOUT = 60
 LOCK_POLL = 0.05

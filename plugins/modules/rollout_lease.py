@@ -36,8 +36,8 @@ options:
     description:
       - Who takes, renews or releases it (O(state=held) and O(state=released)); the lookup
         C(sglang.deploy.controller) gives it.
-      - Keys C(id) (required), C(user), C(controller), C(boot_id), C(pid), C(pid_start), C(argv_sha256) (the digest
-        of the controller's command line, which its workers keep), C(command), C(started).
+      - Keys C(id) (required), C(user), C(controller), C(boot_id), C(pid), C(pid_start), C(command) (redacted; the
+        controller's workers, forks of it, keep its command line), C(started).
     type: dict
     default: {}
   ttl:

@@ -78,10 +78,10 @@ def deploy(*extra: str) -> tuple[int, str, float]:
 
 def kill(run: Running) -> dict[str, Any]:
     """SIGKILL to the controller, by its PID (its workers are orphaned as a dead controller's are): the killed run
-    as its lease records it (PID, start, digest of its command line), for end_workers."""
+    as its lease records it (PID, start, command line), for end_workers."""
     pid = run.proc.pid
-    dead = {"pid": pid, "pid_start": _controller.start_ticks(pid), "argv_sha256": _controller.argv_digest(pid)}
-    assert dead["pid_start"] and dead["argv_sha256"], f"no /proc entry of the controller {pid}"
+    dead = {"pid": pid, "pid_start": _controller.start_ticks(pid), "command": _controller.run_command(pid)}
+    assert dead["pid_start"] and dead["command"], f"no /proc entry of the controller {pid}"
     os.kill(pid, signal.SIGKILL)
     run.finish(timeout=120)
     return dead

@@ -128,7 +128,8 @@ def test_this_controller_knows_its_own_dead_run(tmp_path: Path) -> None:
                 "pid_start": _controller.start_ticks(alive.pid)}
         assert _controller.gone(mine) == {}
         assert _controller.gone(dict(mine, pid_start="1")) == {
-            "x": f"its holder, PID {alive.pid} on this controller ({socket.gethostname()}), is gone"}
+            "x": f"its holder, PID {alive.pid} on this controller ({socket.gethostname()}), is gone, and no worker "
+                 "of its run is left"}
         assert _controller.gone(dict(mine, controller="another-host")) == {}
         assert _controller.gone(dict(mine, boot_id="another-boot")) == {}
     finally:
@@ -250,8 +251,7 @@ def test_a_killed_controller_whose_worker_survives_is_not_gone_until_the_worker_
     assert controller.stdout is not None
     worker = int(controller.stdout.readline())
     lease = {"id": "x", "boot_id": _controller.boot_id(), "controller": socket.gethostname(), "pid": controller.pid,
-             "pid_start": _controller.start_ticks(controller.pid),
-             "argv_sha256": _controller.argv_digest(controller.pid)}
+             "pid_start": _controller.start_ticks(controller.pid), "command": _controller.run_command(controller.pid)}
     try:
         assert os.getsid(worker) == worker != os.getsid(controller.pid)  # neither its session nor its group
         assert _controller.run_processes(lease) == sorted([controller.pid, worker])
@@ -274,11 +274,10 @@ def test_a_killed_controller_whose_worker_survives_is_not_gone_until_the_worker_
         controller.wait(30)
     _until(lambda: not _controller.run_processes(lease))
     assert _controller.gone(lease) == {"x": f"its holder, PID {controller.pid} on this controller "
-                                            f"({socket.gethostname()}), is gone and no worker of its run"}
+                                            f"({socket.gethostname()}), is gone, and no worker of its run is left"}
     assert _controller.still_running(lease) == ""
 
 
-def test_the_holder_records_the_digest_of_its_command_line_not_its_words() -> None:
+def test_the_holder_records_what_the_rule_matches_its_workers_by() -> None:
     me = _controller.holder()
-    assert me["argv_sha256"] == _controller.argv_digest(me["pid"]) and len(me["argv_sha256"]) == 64
-    assert set(_lease.HOLDER_KEYS) == set(me)
+    assert me["command"] == _controller.run_command(me["pid"]) and set(_lease.HOLDER_KEYS) == set(me)
