@@ -54,14 +54,14 @@ options:
     default: ""
   gone:
     description:
-      - Leases the controller knows are stale, by id, with why (its own earlier run of which no process is left:
+      - Leases the controller knows are stale, by id, with why (its own earlier run of which no process is left,
         filter P(sglang.deploy.lease_gone#filter)).
     type: dict
     default: {}
   running:
     description:
       - Why the lease is not stale although its holder's controller process is gone (workers of its run still
-        run: filter P(sglang.deploy.lease_running#filter)), added to the refusal; empty says nothing.
+        run, filter P(sglang.deploy.lease_running#filter)), added to the refusal; empty says nothing.
     type: str
     default: ""
     version_added: "2.0.0"

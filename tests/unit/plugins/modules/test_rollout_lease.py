@@ -190,8 +190,8 @@ HOLD_LOCK = ("import fcntl, sys\n"
              "sys.stdin.read()\n")
 
 
-def test_a_lock_held_by_another_process_ends_in_a_bounded_wait_naming_it(tmp_path: Path,
-                                                                          run_module: Runner) -> None:
+def test_a_lock_held_by_another_process_ends_in_a_bounded_wait_naming_it(
+        tmp_path: Path, run_module: Runner) -> None:
     """A process that keeps the lock (a local user could, before the lock was 0600) makes the deploy wait at
     most lock_timeout, then fail naming that process and the lease's holder; once it lets go the lease is taken."""
     path = str(tmp_path / "lease.json")
