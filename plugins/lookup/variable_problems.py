@@ -119,4 +119,5 @@ class LookupModule(LookupBase):
                 problems.append(f"{name}: cannot be evaluated ({exc}); allowed: a value or an expression that "
                                 "evaluates")
         command_line = _command_line_names(self._loader)
-        return problems + sglang_inputs.check(given, names, specs, command_line=command_line)
+        groups = {str(group) for group in variables.get("group_names") or []}
+        return problems + sglang_inputs.check(given, names, specs, command_line=command_line, groups=groups)

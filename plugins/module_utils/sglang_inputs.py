@@ -12,13 +12,15 @@ and internal switches set from outside.
 
 ``check(given, names, specs)``: ``given`` maps each variable the user set (inventory or ``-e``) to
 its value, ``names`` is every variable name the host has (for typos), ``specs`` maps role name to
-the ``options`` of its ``main`` entry point. Returns refusals, each "<variable>: <why>; allowed: ...".
+the ``options`` of its ``main`` entry point, ``groups`` the host's inventory groups (the router's rules
+apply on the hosts of group sglang_routers). Returns refusals, each "<variable>: <why>; allowed: ...".
 Standard library and ansible-core's module_utils only.
 """
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import os
 import re
@@ -79,6 +81,9 @@ _PATH_RE = re.compile(r"^/[^\s%\"'\\]*\Z")
 USER_NAMES = {"sglang_user", "sglang_group", "sglang_router_user"}
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 BIND_ADDRESSES = {"sglang_router_host"}  # sglang_host: its row in the settings table
+# The router's listeners take IP addresses only: sglang-router 0.3.2 exits on a host name for --host ("Invalid
+# address") and binds every interface for one in --prometheus-host (both measured). Empty: the role's default.
+ROUTER_ADDRESSES = {"sglang_router_host", "sglang_router_prometheus_host"}
 _SERIAL_RE = re.compile(r"^([1-9][0-9]*)%?\Z")
 # Lists whose every item must match (sglang_service's unit lines): a DeviceAllow= value, a unit name.
 PATTERNS = {
@@ -89,9 +94,10 @@ PATTERNS = {
                                 "a unit name such as nvidia-device-nodes.service"),
 }
 # API keys travel as HTTP bearer tokens: one word of printable ASCII. Refusals never show the value.
-API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key"}
+API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key", "sglang_router_admin_api_key"}
 # Router flags the deploy owns (the launcher adds them from files) or that would put a secret on argv.
-_ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "worker-urls": "the inventory's group sglang_workers"}
+_ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "control-plane-api-keys": "sglang_router_admin_api_key",
+                     "worker-urls": "the inventory's group sglang_workers"}
 _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
 HOOK_FILES = {"sglang_rollout_pre_restart_hooks", "sglang_rollout_post_restart_hooks"}
@@ -126,9 +132,11 @@ def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[s
 
 
 def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, Any]],
-          command_line: set[str] | frozenset[str] = frozenset()) -> list[str]:
+          command_line: set[str] | frozenset[str] = frozenset(),
+          groups: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The refusals for one host's variables (see the module docstring). ``command_line``: the names given
-    with -e, where one of our variables without its ``sglang_`` prefix is a mistake, not another tool's."""
+    with -e, where one of our variables without its ``sglang_`` prefix is a mistake, not another tool's.
+    ``groups``: the host's inventory groups."""
     known = known_names(specs)
     errors: list[str] = []
     errors += _names(names, given, known, command_line)
@@ -141,6 +149,8 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
         if ALIASES.get(name, name) in ROWS and not errors_about(errors, name) and not is_unset(value):
             errors += _row(name, value)
     errors += _cross(given, known)
+    if "sglang_routers" in groups:
+        errors += [e for e in _router_control_plane(given, known) if not errors_about(errors, e.split(":", 1)[0])]
     return errors
 
 
@@ -281,9 +291,24 @@ def _files(var: str, typed: Any) -> list[str]:
 
 
 def _addresses(var: str, typed: Any) -> list[str]:
+    if var in ROUTER_ADDRESSES:
+        empty_allowed = var != "sglang_router_host"
+        if (empty_allowed and typed == "") or _ip_address(str(typed)):
+            return []
+        return [f": {typed!r} is not an IP address; allowed: an IPv4 or IPv6 address (sglang-router refuses a host "
+                "name, or binds every interface for one)" + (", or empty for the host's own address"
+                                                              if empty_allowed else "")]
     if var not in BIND_ADDRESSES or _bind_address(str(typed)):
         return []
     return [f": {typed!r} is not an address to bind; allowed: an IPv4 or IPv6 address, or a host name"]
+
+
+def _ip_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _api_keys(var: str, typed: Any) -> list[str]:
@@ -304,7 +329,8 @@ def _router_flags(var: str, typed: Any) -> list[str]:
                           f"{_ROUTER_OWN_FLAGS[name]})")
         elif _ROUTER_SECRET_FLAG.search(name):
             errors.append(f"[{flag!r}]: would put a secret on the router's command line, readable by every user; "
-                          "allowed: flags without secrets (the router's key goes in sglang_router_api_key)")
+                          "allowed: flags without secrets (the router's keys go in sglang_router_api_key and "
+                          "sglang_router_admin_api_key)")
     return errors
 
 
@@ -477,6 +503,35 @@ def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
         if not match or (serial.endswith("%") and int(match.group(1)) > 100):
             errors.append(f"sglang_rolling_serial: {serial!r} is not a batch size; allowed: "
                           f"{PLAY_VARIABLES['sglang_rolling_serial']} (at most 100%)")
+    return errors
+
+
+def _router_control_plane(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """On a router host: the control plane (the worker API) has a key of its own, held by the deploy, unless
+    the router listens on loopback only or the inventory opts out."""
+    key = str(_effective(given, known, "sglang_router_api_key") or "")
+    admin = str(_effective(given, known, "sglang_router_admin_api_key") or "")
+    host = str(_effective(given, known, "sglang_router_host"))
+    if key and admin and key == admin:
+        return ["sglang_router_admin_api_key: is the same as sglang_router_api_key, so every client could add and "
+                "remove the router's workers (the value is not shown); allowed: a key of its own for the "
+                "control plane"]
+    try:
+        insecure = to_bool(_effective(given, known, "sglang_router_allow_insecure_control_plane"))
+    except ValueError:
+        return []  # refused as that variable's own problem
+    if insecure or not _ip_address(host) or ipaddress.ip_address(host).is_loopback:
+        return []
+    allowed = ("allowed: a key (one word of printable ASCII, in Ansible Vault), a loopback sglang_router_host "
+               "(127.0.0.1, ::1), or sglang_router_allow_insecure_control_plane: true")
+    where = f"is empty while the router binds {host} (sglang_router_host), off loopback, so"
+    errors = []
+    if not admin:
+        who = "every holder of the clients' key (sglang_router_api_key)" if key else "anyone who reaches it"
+        errors.append(f"sglang_router_admin_api_key: {where} {who} could add a worker (which then receives a share "
+                      f"of every prompt) or remove every worker; {allowed}")
+    if not key:
+        errors.append(f"sglang_router_api_key: {where} anyone who reaches it uses every server behind it; {allowed}")
     return errors
 
 

@@ -47,7 +47,10 @@ options:
     default: 120
   api_key:
     description:
-      - The router's API key, if it was started with one (C(--api-key)); sent as a bearer token, never logged.
+      - The key that authorizes the router's worker API, sent as a bearer token, never logged - its control-plane
+        admin key when it has one (C(--control-plane-api-keys), role C(sglang_router)'s
+        C(sglang_router_admin_api_key)); else its API key (C(--api-key)), if it was started with one. A router with
+        a control-plane key refuses its clients' key here (HTTP 401).
     type: str
   worker_api_keys:
     description:
@@ -107,10 +110,10 @@ EXAMPLES = r"""
     state: exact
     wait: false
 
-- name: Put back a server that requires a key, behind a router that requires its own
+- name: Put back a server that requires a key, behind a router whose control plane requires the deploy's key
   sglang.deploy.sglang_router_workers:
     router_url: http://127.0.0.1:30080
-    api_key: "{{ sglang_router_api_key }}"
+    api_key: "{{ sglang_router_admin_api_key }}"
     workers: [http://10.0.0.11:30000]
     worker_api_keys: {"http://10.0.0.11:30000": "{{ sglang_api_key }}"}
 """

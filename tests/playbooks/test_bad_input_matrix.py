@@ -130,6 +130,10 @@ def _class4(add: Add) -> None:
     add(4, "bind-blank", {"sglang_host": "0.0.0.0 1.2.3.4"})
     add(4, "bind-bad-ip", {"sglang_host": "300.1.1.1"})
     add(4, "router-bind", {"sglang_router_host": "a b"})
+    # sglang-router 0.3.2 exits on a host name for --host, and binds every interface for one in --prometheus-host.
+    add(4, "router-bind-host-name", {"sglang_router_host": "router.example"})
+    add(4, "router-prometheus-host-name", {"sglang_router_prometheus_host": "localhost"})
+    add(4, "router-prometheus-blank", {"sglang_router_prometheus_host": "10.0.0.5 10.0.0.6"})
     add(4, "ready-zero", {"sglang_ready_timeout": 0})
     add(4, "ready-too-short", {"sglang_ready_timeout": 30})
     add(4, "argv-word-too-long", {"sglang_extra_args": {"chat-template": "x" * 140000}},
@@ -184,6 +188,14 @@ def _class8(add: Add) -> None:
         add(8, f"router-secret-{flag}", {"sglang_router_extra_args": {flag: "s3cret"}},
             f"sglang_router_extra_args['{flag}']")
     add(8, "router-key-blank", {"sglang_router_api_key": "two words"})
+    add(8, "router-admin-key-blank", {"sglang_router_admin_api_key": "two words"})
+    # On a router host (ROUTER_CASES) bound off loopback: the control plane needs a key of its own, held by the
+    # deploy, and the clients a key, unless the inventory opts out.
+    add(8, "router-cp-client-key-only", {"sglang_router_api_key": "client-k1"}, "sglang_router_admin_api_key")
+    add(8, "router-cp-no-key", {"sglang_router_host": "0.0.0.0"}, "sglang_router_admin_api_key")
+    add(8, "router-cp-admin-key-only", {"sglang_router_admin_api_key": "admin-k1"}, "sglang_router_api_key")
+    add(8, "router-cp-same-keys", {"sglang_router_api_key": "same-k1", "sglang_router_admin_api_key": "same-k1"},
+        "sglang_router_admin_api_key")
 
 
 def _class9(add: Add) -> None:
@@ -213,6 +225,8 @@ def _cases() -> list[Case]:
 
 
 CASES = _cases()
+# Cases whose host is a router too (group sglang_routers), where the router's control-plane rules apply.
+ROUTER_CASES = [case.name for case in CASES if case.name.startswith("router-cp-")]
 
 
 def _inventory(tmp: Path) -> Path:
@@ -233,8 +247,9 @@ def _inventory(tmp: Path) -> Path:
         variables = {k: (str(listed) if v == "@LIST_JSON@" else v) for k, v in case.variables.items()}
         (inventory / "host_vars" / f"{case.name}.yml").write_text(json.dumps(variables))
         hosts[case.name] = {"ansible_host": f"sglang-never-created-{case.name}"[:60]}
+    routers = {name: {} for name in ROUTER_CASES}
     (inventory / "hosts.yml").write_text(yaml.safe_dump(
-        {"all": {"children": {"sglang_workers": {"hosts": hosts}, "sglang_routers": {"hosts": {}}}}}))
+        {"all": {"children": {"sglang_workers": {"hosts": hosts}, "sglang_routers": {"hosts": routers}}}}))
     return inventory
 
 

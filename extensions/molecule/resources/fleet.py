@@ -26,10 +26,13 @@ WORKERS = [f"sglang-{SCENARIO}-{number}" for number in (1, 2, 3)]
 UNIT = "sglang-kimi.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT}"
 ENV_PATH = "/etc/sglang/kimi.env"
-# group_vars: the router's key, and each server's own.
+# group_vars: the router's clients' key, its control plane's admin key (the deploy's: the worker list), and each
+# server's own.
 ROUTER_KEY = "mol-ROUTER-4c1d9e"
+ADMIN_KEY = "mol-ADMIN-7b3a51"
 SERVER_KEYS = {name: f"mol-SERVER-{name[-1]}-8e2f" for name in WORKERS}
 AUTH = f"-H 'Authorization: Bearer {ROUTER_KEY}'"
+ADMIN_AUTH = f"-H 'Authorization: Bearer {ADMIN_KEY}'"
 GENERATE = ("-H 'Content-Type: application/json' "
             "-d '{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}'")
 
@@ -61,7 +64,7 @@ class Load:
              "--max-seconds", str(max_seconds),
              "--stop-file", str(self.stop_file), "--events", str(self.events)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "SGLANG_ROUTER_API_KEY": ROUTER_KEY})
+            env={**os.environ, "SGLANG_ROUTER_API_KEY": ROUTER_KEY, "SGLANG_ROUTER_ADMIN_KEY": ADMIN_KEY})
         time.sleep(3)  # a baseline before the change starts
 
     def finish(self) -> dict[str, int]:
@@ -130,5 +133,5 @@ def healthy(name: str) -> bool:
 
 
 def listed(host: Any) -> list[tuple[str, bool]]:
-    listing = json.loads(host.check_output(f"curl -s {AUTH} http://127.0.0.1:30080/workers"))
+    listing = json.loads(host.check_output(f"curl -s {ADMIN_AUTH} http://127.0.0.1:30080/workers"))
     return sorted((w["url"], w["is_healthy"]) for w in listing["workers"])

@@ -17,7 +17,9 @@ end there (the worker list is still watched until the stop) and a line says so:
 
 and writes each change of the router's worker list (removed / added / healthy) with a timestamp to
 --events as JSON lines. Only the given router URL is contacted. A router that requires a key gets it
-from the environment variable SGLANG_ROUTER_API_KEY (not from argv), as a bearer token.
+from the environment variable SGLANG_ROUTER_API_KEY (not from argv), as a bearer token; its worker list
+takes SGLANG_ROUTER_ADMIN_KEY when that is set (a router with a control-plane admin key refuses the clients' key
+there).
 """
 
 from __future__ import annotations
@@ -67,11 +69,14 @@ def failure_kind(exc: Exception) -> str:
     return "connection" if isinstance(exc, (urllib.error.URLError, OSError)) else "other"
 
 
-def get_json(url: str, body: dict | None = None, timeout: float = 60) -> dict:
+def get_json(url: str, body: dict | None = None, timeout: float = 60,
+             key_variable: str = "SGLANG_ROUTER_API_KEY") -> dict:
+    """One call; the bearer token from the environment variable key_variable, else SGLANG_ROUTER_API_KEY."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
-    if os.environ.get("SGLANG_ROUTER_API_KEY"):
-        headers["Authorization"] = "Bearer " + os.environ["SGLANG_ROUTER_API_KEY"]
+    key = os.environ.get(key_variable) or os.environ.get("SGLANG_ROUTER_API_KEY")
+    if key:
+        headers["Authorization"] = "Bearer " + key
     request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as answer:
         return json.loads(answer.read().decode())
@@ -107,7 +112,8 @@ def watch_workers(args: argparse.Namespace, stop: threading.Event, state: dict) 
     while True:
         final = stop.is_set()
         try:
-            listing = get_json(args.router + "/workers", timeout=30 if final else 5)
+            listing = get_json(args.router + "/workers", timeout=30 if final else 5,
+                               key_variable="SGLANG_ROUTER_ADMIN_KEY")
             current = {w["url"]: bool(w.get("is_healthy")) for w in listing.get("workers", [])}
             healthy = sum(current.values())
             state["min_healthy"] = min(state.get("min_healthy", healthy), healthy)

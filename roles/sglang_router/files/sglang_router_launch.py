@@ -1,29 +1,34 @@
-"""Start sglang-router with its own API key and register the inventory's servers with theirs.
+"""Start sglang-router with its keys and register the inventory's servers with theirs.
 
-sglang-router 0.3.x takes its key only as ``--api-key KEY``, and a command line is readable by every
-user (``/proc/<pid>/cmdline``, ``ps``, ``systemctl show -p ExecStart``). Workers given with
-``--worker-urls`` are sent that same key, so a server with a key of its own answers every request
-the router forwards with 401. The unit therefore runs this file with the router's interpreter:
+sglang-router 0.3.x takes its keys only on its command line (``--api-key KEY``,
+``--control-plane-api-keys id:name:role:KEY``), and a command line is readable by every user
+(``/proc/<pid>/cmdline``, ``ps``, ``systemctl show -p ExecStart``). Workers given with ``--worker-urls`` are
+sent the router's key, so a server with a key of its own answers every request the router forwards with
+401. The unit therefore runs this file with the router's interpreter:
 
-    <venv>/bin/python sglang_router_launch.py --workers FILE [--key FILE] -- <router flags...>
+    <venv>/bin/python sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] -- <router flags...>
 
-Both files are written by the role, mode 0640, root:<router user>. ``--workers`` maps each of the inventory's
+The files are written by the role, mode 0640, root:<router user>. ``--workers`` maps each of the inventory's
 servers to the key it requires (empty for none)::
 
     {"workers": {"http://h:30000": "<key or empty>"}}
 
-``--key`` holds the router's key, one line. Given ``--key``, a missing or empty file is an error: a
-router meant to require a key never starts open.
+``--key`` holds the clients' key, one line: the router then requires it on its inference routes.
+``--admin-key`` holds the control-plane admin key, one line: the router then requires it (and refuses the
+clients' key) on its control plane (``/workers``, ``/flush_cache``, ``/wasm``, ``/v1/tokenizers``, ``/ha/*``).
+Given either option, a missing or empty file is an error: a router meant to require a key never starts open.
 
-This process appends ``--api-key`` to the router's flags in memory only, starts a detached process
-that waits for the router's ``/liveness`` and registers each worker through ``POST /workers`` with the
-worker's own key (as the deploy's rolling restarts do), and runs the router through the functions
-behind ``sglang-router launch`` (``sglang_router.launch_router``), which name the process
-``sglang::router``. A process, not a thread: the router's Rust core holds the interpreter lock while
-it serves, so a thread of this process would never run (measured with sglang-router 0.3.2). It is
-forked twice, so that the service's main process need not reap it; it stays in the unit's cgroup.
-No key is ever printed. Exit status 2 with a message when a file cannot be used. Standard library
-only besides sglang_router.
+This process appends ``--api-key`` and ``--control-plane-api-keys deploy:sglang-deploy:admin:<key>`` to the
+router's flags in memory only: the router runs in this process (its Rust core is a library), so its
+``/proc/<pid>/cmdline`` is this launcher's, which names the files, not the keys. It starts a detached
+process that waits for the router's ``/liveness`` and registers each worker through ``POST /workers`` with
+the worker's own key, authorized by the admin key (else the clients' key), as the deploy's rolling restarts
+do, and runs the router through the functions behind ``sglang-router launch``
+(``sglang_router.launch_router``), which name the process ``sglang::router``. A process, not a thread: the
+router's Rust core holds the interpreter lock while it serves, so a thread of this process would never run
+(measured with sglang-router 0.3.2). It is forked twice, so that the service's main process need not reap
+it; it stays in the unit's cgroup. No key is ever printed. Exit status 2 with a message when a file cannot
+be used. Standard library only besides sglang_router.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 EXIT_USAGE = 2
 READY_SECONDS = 300.0  # how long the registration waits for the router to answer
@@ -72,7 +77,7 @@ def read_workers(path: Path) -> list[tuple[str, str | None]]:
 
 
 def read_key(path: Path) -> str:
-    """The router's key: the file's one line, which must not be empty."""
+    """A key of the router: the file's one line, which must not be empty."""
     try:
         key = _key(path.read_text(encoding="ascii").removesuffix("\n"), str(path))
     except (OSError, UnicodeDecodeError) as exc:
@@ -82,28 +87,52 @@ def read_key(path: Path) -> str:
     return key
 
 
-def parse(argv: list[str]) -> tuple[Path, Path | None, list[str]]:
-    """(workers file, key file or None, the router's flags) from this launcher's command line."""
+class Files(NamedTuple):
+    """The files this launcher's command line names."""
+
+    workers: Path
+    key: Path | None = None
+    admin_key: Path | None = None
+
+
+USAGE = "usage: sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] -- <router flags...>"
+_OPTIONS = {"--workers": "workers", "--key": "key", "--admin-key": "admin_key"}
+# Flags whose values come from the files, never from the command line.
+_FROM_FILES = ("--api-key", "--control-plane-api-keys", "--worker-urls")
+# The control-plane key's id and name (sglang-router's format id:name:role:key, split at the first three ':').
+ADMIN_KEY_ID, ADMIN_KEY_NAME = "deploy", "sglang-deploy"
+
+
+def parse(argv: list[str]) -> tuple[Files, list[str]]:
+    """(the files, the router's flags) from this launcher's command line."""
     if "--" not in argv:
-        raise LaunchError("usage: sglang_router_launch.py --workers FILE [--key FILE] -- <router flags...>")
+        raise LaunchError(USAGE)
     split = argv.index("--")
     own, router = argv[:split], argv[split + 1:]
     files: dict[str, Path] = {}
     while own:
-        if len(own) < 2 or own[0] not in ("--workers", "--key") or own[0] in files:
-            raise LaunchError(f"unexpected {own[0]!r}; usage: --workers FILE [--key FILE] -- <router flags...>")
-        files[own[0]], own = Path(own[1]), own[2:]
-    if "--workers" not in files:
+        if len(own) < 2 or own[0] not in _OPTIONS or _OPTIONS[own[0]] in files:
+            raise LaunchError(f"unexpected {own[0]!r}; {USAGE}")
+        files[_OPTIONS[own[0]]], own = Path(own[1]), own[2:]
+    if "workers" not in files:
         raise LaunchError("--workers FILE is required")
-    return files["--workers"], files.get("--key"), router
+    return Files(**files), router
 
 
-def with_key(argv: list[str], key: str | None) -> list[str]:
-    """The router's flags with its key appended; a key or worker list on the command line is refused."""
+def with_keys(argv: list[str], key: str | None, admin_key: str | None = None) -> list[str]:
+    """The router's flags with its keys appended: the clients' key as --api-key, the admin key as the
+    control-plane key of the deploy. A key or worker list on the command line is refused."""
     for arg in argv:
-        if arg.split("=", 1)[0] in ("--api-key", "--worker-urls"):
+        if arg.split("=", 1)[0] in _FROM_FILES:
             raise LaunchError(f"{arg.split('=', 1)[0]} is on the command line; it belongs in the key or workers file")
-    return [*argv, "--api-key", key] if key else list(argv)
+    if key and admin_key and key == admin_key:
+        raise LaunchError("the admin key file holds the clients' key; the control plane needs a key of its own")
+    flags = list(argv)
+    if key:
+        flags += ["--api-key", key]
+    if admin_key:
+        flags += ["--control-plane-api-keys", f"{ADMIN_KEY_ID}:{ADMIN_KEY_NAME}:admin:{admin_key}"]
+    return flags
 
 
 def local_url(host: str, port: int) -> str:
@@ -157,17 +186,19 @@ def register(base: str, key: str | None, workers: list[tuple[str, str | None]],
 
 def main(argv: list[str]) -> int:
     try:
-        workers_file, key_file, flags = parse(argv)
-        workers = read_workers(workers_file)
-        key = read_key(key_file) if key_file else None
-        args = with_key(flags, key)
+        files, flags = parse(argv)
+        workers = read_workers(files.workers)
+        key = read_key(files.key) if files.key else None
+        admin_key = read_key(files.admin_key) if files.admin_key else None
+        args = with_keys(flags, key, admin_key)
     except LaunchError as exc:
         print(f"sglang_router_launch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from sglang_router.launch_router import launch_router, parse_router_args
 
     router_args = parse_router_args(args)
-    detached(register, local_url(str(router_args.host), int(router_args.port)), key, workers, log=_log)
+    # The worker API takes the admin key when the router has one; else the clients' key (or none).
+    detached(register, local_url(str(router_args.host), int(router_args.port)), admin_key or key, workers, log=_log)
     launch_router(router_args)
     return 0
 

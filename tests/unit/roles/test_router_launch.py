@@ -26,21 +26,35 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_the_command_line_names_the_files_then_the_router_flags(launch: ModuleType) -> None:
-    assert launch.parse(["--workers", "/w.json", "--key", "/k", "--", "--port", "1"]) == (
-        Path("/w.json"), Path("/k"), ["--port", "1"])
-    assert launch.parse(["--workers", "/w.json", "--"]) == (Path("/w.json"), None, [])
+    assert launch.parse(["--workers", "/w.json", "--key", "/k", "--admin-key", "/a", "--", "--port", "1"]) == (
+        launch.Files(Path("/w.json"), Path("/k"), Path("/a")), ["--port", "1"])
+    assert launch.parse(["--workers", "/w.json", "--"]) == (launch.Files(Path("/w.json")), [])
+    assert launch.parse(["--admin-key", "/a", "--workers", "/w.json", "--"])[0] == launch.Files(
+        Path("/w.json"), None, Path("/a"))
     for bad in (["--workers", "/w"], ["--key", "/k", "--"], ["--workers", "/w", "--other", "x", "--"],
-                ["--workers", "/w", "--workers", "/v", "--"], ["--workers", "--"]):
+                ["--workers", "/w", "--workers", "/v", "--"], ["--workers", "--"],
+                ["--workers", "/w", "--admin-key", "/a", "--admin-key", "/b", "--"]):
         with pytest.raises(launch.LaunchError):
             launch.parse(bad)
 
 
-def test_the_key_goes_into_the_flags_and_a_key_on_the_command_line_is_refused(launch: ModuleType) -> None:
-    assert launch.with_key(["--port", "30080"], "k3y") == ["--port", "30080", "--api-key", "k3y"]
-    assert launch.with_key(["--port", "30080"], None) == ["--port", "30080"]
-    for flags in (["--api-key", "x"], ["--api-key=x"], ["--worker-urls", "http://a:1"]):
+def test_the_keys_go_into_the_flags_and_a_key_on_the_command_line_is_refused(launch: ModuleType) -> None:
+    assert launch.with_keys(["--port", "30080"], "k3y") == ["--port", "30080", "--api-key", "k3y"]
+    assert launch.with_keys(["--port", "30080"], None) == ["--port", "30080"]
+    # The admin key becomes the deploy's control-plane key, sglang-router's id:name:role:key.
+    assert launch.with_keys(["--port", "1"], "k3y", "adm:n") == [
+        "--port", "1", "--api-key", "k3y", "--control-plane-api-keys", "deploy:sglang-deploy:admin:adm:n"]
+    assert launch.with_keys([], None, "adm") == ["--control-plane-api-keys", "deploy:sglang-deploy:admin:adm"]
+    for flags in (["--api-key", "x"], ["--api-key=x"], ["--worker-urls", "http://a:1"],
+                  ["--control-plane-api-keys", "a:b:admin:c"], ["--control-plane-api-keys=a:b:admin:c"]):
         with pytest.raises(launch.LaunchError, match="belongs in the key or workers file"):
-            launch.with_key(flags, None)
+            launch.with_keys(flags, None)
+
+
+def test_the_admin_key_must_not_be_the_clients_key(launch: ModuleType) -> None:
+    with pytest.raises(launch.LaunchError, match="needs a key of its own") as caught:
+        launch.with_keys([], "same-key", "same-key")
+    assert "same-key" not in str(caught.value)
 
 
 def test_the_key_file_is_one_word_and_never_empty(launch: ModuleType, tmp_path: Path) -> None:
@@ -113,6 +127,9 @@ def test_a_bad_file_stops_the_start_with_status_2_before_the_router_is_imported(
     workers = write(tmp_path, "w.json", '{"workers": {}}')
     assert launch.main(["--workers", str(workers), "--key", str(tmp_path / "none"), "--", "--port", "1"]) == 2
     assert "cannot read the router's key file" in capsys.readouterr().err
+    empty = write(tmp_path, "admin", "\n")
+    assert launch.main(["--workers", str(workers), "--admin-key", str(empty), "--", "--port", "1"]) == 2
+    assert "is empty" in capsys.readouterr().err
 
 
 def test_registration_runs_in_a_detached_process_that_the_launcher_need_not_reap(

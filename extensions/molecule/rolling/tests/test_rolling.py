@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from drill import recap, run_playbook, why
 from fleet import (
+    ADMIN_AUTH,
+    ADMIN_KEY,
     AUTH,
     GENERATE,
     ROUTER_KEY,
@@ -65,7 +67,7 @@ def test_the_router_requires_its_key_and_keeps_every_key_out_of_sight(host: Any)
     assert status(host, "/generate", "-H 'Authorization: Bearer mol-SERVER-1-8e2f'") == "401"
     assert status(host, "/workers") == "401"
     assert status(host, "/liveness") == "200"  # open, as the router's own health probes need
-    keys = [ROUTER_KEY, *SERVER_KEYS.values()]
+    keys = [ROUTER_KEY, ADMIN_KEY, *SERVER_KEYS.values()]
     pid = host.check_output("systemctl show sglang-router --property=MainPID --value")
     seen = {
         "ExecStart": host.check_output("systemctl show sglang-router --property=ExecStart"),
@@ -77,9 +79,69 @@ def test_the_router_requires_its_key_and_keeps_every_key_out_of_sight(host: Any)
     for where, text in seen.items():
         assert not [key for key in keys if key in text], f"a key in the router's {where}"
     assert "registered http://sglang-rolling-1:30000 (with a worker key)" in seen["journal"]
-    for path in ("/etc/sglang-router/api-key", "/etc/sglang-router/workers.json"):
+    for path in ("/etc/sglang-router/api-key", "/etc/sglang-router/admin-api-key", "/etc/sglang-router/workers.json"):
         f = host.file(path)
         assert (f.user, f.group, f.mode) == ("root", "sglang-router", 0o640), path
+
+
+def worker_call(host: Any, method: str, path: str, auth: str, body: str = "") -> str:
+    """The HTTP status of one call to the router's worker API."""
+    data = f"-H 'Content-Type: application/json' -d '{body}'" if body else ""
+    return host.run(f"curl -s -o /dev/null -w '%{{http_code}}' -X {method} {auth} {data} "
+                    f"http://127.0.0.1:30080{path}").stdout.strip()
+
+
+def wait_listed(host: Any, expected: list[tuple[str, bool]]) -> None:
+    """Poll the router's list until it is the expected one; the bound only ends a failure."""
+    deadline = time.monotonic() + 120
+    while listed(host) != expected:
+        assert time.monotonic() < deadline, f"the router's list is {listed(host)}, not {expected}"
+        time.sleep(0.5)
+
+
+def test_only_the_deploys_admin_key_adds_or_removes_a_worker(host: Any) -> None:
+    """The clients' key (and no key) is refused on the worker API; the control plane's admin key, which only the
+    deploy holds, takes a server out and puts it back (with its own key); the list ends as it began."""
+    everyone = [(f"http://{name}:30000", True) for name in WORKERS]
+    assert listed(host) == everyone
+    first = f"http://{WORKERS[0]}:30000"
+    listing = json.loads(host.check_output(f"curl -s {ADMIN_AUTH} http://127.0.0.1:30080/workers"))
+    worker_id = next(w["id"] for w in listing["workers"] if w["url"] == first)
+    add = json.dumps({"url": "http://192.0.2.1:30000"})  # TEST-NET-1: a rogue worker's address
+    measured = {}
+    for who, auth in (("no key", ""), ("client key", AUTH)):
+        measured[who] = (worker_call(host, "POST", "/workers", auth, add),
+                         worker_call(host, "DELETE", f"/workers/{worker_id}", auth),
+                         worker_call(host, "GET", "/workers", auth))
+        assert measured[who] == ("401", "401", "401"), (who, measured[who])
+    assert listed(host) == everyone
+    removed = worker_call(host, "DELETE", f"/workers/{worker_id}", ADMIN_AUTH)
+    assert removed in ("200", "202"), removed
+    wait_listed(host, [w for w in everyone if w[0] != first])
+    back = json.dumps({"url": first, "api_key": SERVER_KEYS[WORKERS[0]]})
+    added = worker_call(host, "POST", "/workers", ADMIN_AUTH, back)
+    assert added in ("200", "202"), added
+    wait_listed(host, everyone)
+    measured["admin key"] = (added, removed, "200")
+    print("MEASURED router worker API (POST, DELETE, GET /workers) by key: "
+          + "; ".join(f"{who}: {' '.join(codes)}" for who, codes in measured.items()))
+    assert generations_through_the_router(host, 6) == [4] * 6
+
+
+def test_the_router_runs_sandboxed_and_its_metrics_listen_on_its_own_address(host: Any) -> None:
+    """The router's unit gets the server's sandbox set (systemd-analyze security exposure at most 4.0), and its
+    Prometheus listener binds the host's address on the scenario's network, not every interface."""
+    score = host.check_output("systemd-analyze security --no-pager sglang-router.service | tail -1")
+    exposure = float(re.search(r"exposure level for \S+: ([\d.]+)", score).group(1))
+    print(f"MEASURED systemd-analyze security exposure of sglang-router.service: {exposure}")
+    assert exposure <= 4.0, score
+    assert host.service("sglang-router").is_running
+    address = host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1")
+    listeners = host.check_output("ss -Hltn 'sport = :29000' | awk '{print $4}'").split()
+    print(f"MEASURED router Prometheus listener: {listeners}")
+    assert listeners == [f"{address}:29000"], listeners
+    metrics = host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://{address}:29000/metrics").stdout
+    assert metrics == "200", metrics
 
 
 def test_a_router_restarted_by_systemd_comes_back_with_every_server_and_its_key(host: Any) -> None:

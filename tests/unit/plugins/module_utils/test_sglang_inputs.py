@@ -76,7 +76,8 @@ def test_stall_timeouts_are_checked_as_the_readiness_waiter_checks_them() -> Non
         f"sglang_service_stall_timeouts: warmup: 0 is not a whole number of seconds >= 1; {allowed}"]
 
 
-@pytest.mark.parametrize("var", ["sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key"])
+@pytest.mark.parametrize("var", ["sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key",
+                                 "sglang_router_admin_api_key"])
 def test_an_api_key_is_one_word_of_ascii_and_a_refusal_never_shows_it(var: str) -> None:
     assert errors(**{var: "Ab3~+/=._-"}) == []
     for bad in ("two words", "clé-secrète"):
@@ -88,7 +89,8 @@ def test_an_api_key_is_one_word_of_ascii_and_a_refusal_never_shows_it(var: str) 
 @pytest.mark.parametrize(("flag", "why"), [
     ("api-key", "is set by the deploy; allowed: other router flags (use sglang_router_api_key)"),
     ("--worker-urls", "is set by the deploy"),
-    ("control-plane-api-keys", "would put a secret on the router's command line"),
+    ("control-plane-api-keys", "is set by the deploy; allowed: other router flags (use sglang_router_admin_api_key)"),
+    ("jwt-token", "would put a secret on the router's command line"),
     ("oracle_password", "would put a secret on the router's command line"),
 ])
 def test_router_flags_the_deploy_owns_or_that_carry_secrets_are_refused(flag: str, why: str) -> None:
@@ -165,3 +167,66 @@ def test_any_number_with_a_unit_is_that_many_units_and_without_one_is_refused(
     assert to_bytes(f"{number}{blank}{unit.lower()}") == number * UNITS[unit]
     with pytest.raises(ValueError, match="has no unit"):
         to_bytes(f"{number}{blank}")
+
+
+def router_errors(**given: object) -> list[str]:
+    """The refusals for a host of group sglang_routers."""
+    return check(dict(given), list(given), SPECS, groups={"sglang_routers"})
+
+
+BOTH_KEYS = {"sglang_router_api_key": "client-k1", "sglang_router_admin_api_key": "admin-k1"}
+
+
+@pytest.mark.parametrize("given", [
+    BOTH_KEYS,
+    {**BOTH_KEYS, "sglang_router_host": "10.0.0.5"},
+    {"sglang_router_host": "127.0.0.1"},  # loopback only: no key needed
+    {"sglang_router_host": "::1", "sglang_router_api_key": "client-k1"},
+    {"sglang_router_allow_insecure_control_plane": True},  # the inventory says so
+    {"sglang_router_allow_insecure_control_plane": True, "sglang_router_api_key": "client-k1"},
+])
+def test_a_router_off_loopback_with_both_keys_or_an_opt_in_is_accepted(given: dict[str, object]) -> None:
+    assert router_errors(**given) == []
+
+
+@pytest.mark.parametrize(("given", "variables"), [
+    ({}, ["sglang_router_admin_api_key", "sglang_router_api_key"]),  # the default bind, 0.0.0.0, no key
+    ({"sglang_router_api_key": "client-k1"}, ["sglang_router_admin_api_key"]),
+    ({"sglang_router_admin_api_key": "admin-k1", "sglang_router_host": "::"}, ["sglang_router_api_key"]),
+    ({"sglang_router_api_key": "client-k1", "sglang_router_host": "10.0.0.5"}, ["sglang_router_admin_api_key"]),
+])
+def test_a_router_off_loopback_without_both_keys_is_refused_naming_the_missing_one(
+        given: dict[str, object], variables: list[str]) -> None:
+    found = router_errors(**given)
+    assert [e.split(":", 1)[0] for e in found] == variables, found
+    for error in found:
+        assert "off loopback" in error and "allowed:" in error and "sglang_router_allow_insecure_control_plane" in error
+        assert "client-k1" not in error and "admin-k1" not in error
+    # The same variables on a server host (not a router) are not the router's concern.
+    assert errors(**given) == []
+
+
+def test_the_admin_key_must_differ_from_the_clients_key_even_on_loopback() -> None:
+    for host in ("127.0.0.1", "0.0.0.0"):
+        found = router_errors(sglang_router_api_key="same-k1", sglang_router_admin_api_key="same-k1",
+                              sglang_router_host=host, sglang_router_allow_insecure_control_plane=True)
+        assert len(found) == 1 and found[0].startswith("sglang_router_admin_api_key: is the same as"), found
+        assert "same-k1" not in found[0]
+
+
+@pytest.mark.parametrize(("var", "value", "ok"), [
+    ("sglang_router_host", "10.0.0.5", True), ("sglang_router_host", "fd00::5", True),
+    ("sglang_router_host", "router.example", False), ("sglang_router_host", "localhost", False),
+    ("sglang_router_host", "", False),
+    ("sglang_router_prometheus_host", "", True), ("sglang_router_prometheus_host", "10.0.0.5", True),
+    ("sglang_router_prometheus_host", "0.0.0.0", True), ("sglang_router_prometheus_host", "::", True),
+    ("sglang_router_prometheus_host", "localhost", False), ("sglang_router_prometheus_host", "300.1.1.1", False),
+    ("sglang_router_prometheus_host", "a b", False),
+])
+def test_the_routers_listeners_take_ip_addresses_only(var: str, value: str, ok: bool) -> None:
+    found = errors(**{var: value})
+    if ok:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(f"{var}: {value!r} is not an IP address; allowed: an IPv4 "
+                                                       "or IPv6 address"), found

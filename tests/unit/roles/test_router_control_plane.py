@@ -1,0 +1,170 @@
+"""The real sglang-router 0.3.2 (the pinned wheel, .cache/wheelhouse-router) on loopback, started through the
+role's launcher with the clients' key and the control plane's admin key from files: the clients' key (and no key)
+cannot add, remove or list a worker; the admin key can, and the deploy's module (sglang_router_workers) uses it;
+no key is on the router's command line; a server registered by the launcher gets its own key.
+
+The router's process and a fake SGLang server are real processes on 127.0.0.1; every wait is on an observable
+state (a port answering, the router's list), bounded by helpers.wait_for."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
+from helpers import ROOT, wait_for
+
+LAUNCHER = ROOT / "roles/sglang_router/files/sglang_router_launch.py"
+WHEELHOUSE = ROOT / ".cache/wheelhouse-router"
+CONSTRAINTS = ROOT / "roles/sglang_router/files/constraints-0.3.2.txt"
+CLIENT_KEY, ADMIN_KEY, WORKER_KEY = "client-K3y-5d1", "admin-K3y-9c7:with:colons", "worker-K3y-2b4"
+
+
+class FakeServer(BaseHTTPRequestHandler):
+    """What the router asks of an SGLang server at registration, in health checks and for a generation; records
+    the bearer token of each request."""
+
+    seen: list[tuple[str, str | None]]
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        body = ({"text": "ok", "meta_info": {"completion_tokens": 1}} if self.path.startswith("/generate")
+                else {"model_path": "fake", "is_generation": True})
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+class Router(NamedTuple):
+    url: str
+    pid: int
+    worker: str
+    seen: list[tuple[str, str | None]]
+
+
+@pytest.fixture(scope="module")
+def router_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with the pinned sglang-router, installed as the role installs it (no index, the wheelhouse)."""
+    assert (WHEELHOUSE / "sglang_router-0.3.2-cp38-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl").exists(), (
+        f"{WHEELHOUSE} lacks the sglang-router wheel: run scripts/setup.sh (make setup) first")
+    venv = tmp_path_factory.mktemp("router-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-input",
+                    "--no-compile", "--no-index", "--find-links", str(WHEELHOUSE), "-c", str(CONSTRAINTS),
+                    "sglang-router==0.3.2"], check=True)
+    return python
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def call(url: str, method: str = "GET", key: str | None = None, body: dict[str, Any] | None = None) -> int:
+    """The HTTP status of one call."""
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def listed(router: str) -> dict[str, dict[str, Any]]:
+    return mod.Router(router, ADMIN_KEY).workers()
+
+
+@pytest.fixture(scope="module")
+def router(router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+    tmp = tmp_path_factory.mktemp("router")
+    FakeServer.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    worker = f"http://127.0.0.1:{server.server_address[1]}"
+    (tmp / "workers.json").write_text(json.dumps({"workers": {worker: WORKER_KEY}}))
+    (tmp / "api-key").write_text(CLIENT_KEY + "\n")
+    (tmp / "admin-api-key").write_text(ADMIN_KEY + "\n")
+    port = free_port()
+    argv = [str(router_python), str(LAUNCHER), "--workers", str(tmp / "workers.json"), "--key", str(tmp / "api-key"),
+            "--admin-key", str(tmp / "admin-api-key"), "--", "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()), "--policy", "round_robin",
+            "--health-check-interval-secs", "1"]
+    log = (tmp / "router.log").open("w")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: process.poll() is not None or (port_open(port) and call(url + "/liveness") == 200), 60, 0.1,
+                 "the router to answer /liveness")
+        assert process.poll() is None, (tmp / "router.log").read_text()
+        yield Router(url, process.pid, worker, FakeServer.seen)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # the router and the launcher's detached registrar
+        process.wait(timeout=30)
+        server.shutdown()
+        log.close()
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_the_launcher_registers_the_server_with_the_admin_key_and_the_server_gets_its_own(router: Router) -> None:
+    wait_for(lambda: listed(router.url).get(router.worker, {}).get("is_healthy"), 60, 0.1,
+             "the launcher to register the server, healthy")
+    assert call(router.url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}) == 200
+    assert ("/generate", f"Bearer {WORKER_KEY}") in router.seen
+    cmdline = Path(f"/proc/{router.pid}/cmdline").read_text()
+    assert not [key for key in (CLIENT_KEY, ADMIN_KEY, WORKER_KEY) if key in cmdline]
+
+
+def test_the_clients_key_cannot_add_remove_or_list_a_worker(router: Router) -> None:
+    wait_for(lambda: router.worker in listed(router.url), 60, 0.1, "the server in the router's list")
+    worker_id = listed(router.url)[router.worker]["id"]
+    rogue = {"url": "http://192.0.2.1:30000"}
+    for key in (None, CLIENT_KEY):
+        assert call(router.url + "/workers", "POST", key, rogue) == 401
+        assert call(router.url + f"/workers/{worker_id}", "DELETE", key) == 401
+        assert call(router.url + "/workers", "GET", key) == 401
+    assert list(listed(router.url)) == [router.worker]
+    # The admin key is the control plane's only: the inference routes refuse it.
+    assert call(router.url + "/generate", "POST", ADMIN_KEY, {"text": "hi"}) == 401
+
+
+def test_the_deploys_module_takes_a_server_out_and_back_with_the_admin_key(router: Router) -> None:
+    wait_for(lambda: listed(router.url).get(router.worker, {}).get("is_healthy"), 60, 0.1, "a healthy server")
+    out = mod.run(mod.Router(router.url, ADMIN_KEY), [router.worker], "absent", wait=True, timeout=60, check=False)
+    assert out["removed"] == [router.worker] and listed(router.url) == {}
+    back = mod.run(mod.Router(router.url, ADMIN_KEY), [router.worker], "present", wait=True, timeout=60, check=False,
+                   worker_keys={router.worker: WORKER_KEY})
+    assert back["added"] == [router.worker] and listed(router.url)[router.worker]["is_healthy"]
+    # The same module with the clients' key is refused, naming the status, and changes nothing.
+    with pytest.raises(mod.RouterError, match="HTTP 401"):
+        mod.run(mod.Router(router.url, CLIENT_KEY), [router.worker], "absent", wait=True, timeout=60, check=False)
+    assert list(listed(router.url)) == [router.worker]
