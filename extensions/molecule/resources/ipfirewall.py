@@ -66,6 +66,8 @@ def wait_connected(address: str, port: int, seconds: float = 60) -> str:
 
 
 def bpf_unsupported_lines(host: Any) -> str:
-    """systemd's own word when it cannot attach the firewall (src/core/bpf-firewall.c, src/core/cgroup.c)."""
-    return host.run("journalctl -b --no-pager -o cat | grep -i -E 'BPF firewalling|does not support BPF|"
-                    "IP firewall|bpf.*not supported' || true").stdout.strip()
+    """systemd's own word when it cannot attach the firewall: "<unit>: unit configures an IP firewall, but the local
+    system does not support BPF/cgroup firewalling." (once per boot, for the first unit with one: Debian's own
+    systemd-journald.service has IPAddressDeny=any), or bpf-firewall.c's "BPF firewalling not supported"."""
+    return host.run("journalctl -b --no-pager -o cat | grep -E 'configures an IP firewall, but|BPF firewalling not "
+                    "supported' || true").stdout.strip()
