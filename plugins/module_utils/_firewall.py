@@ -28,7 +28,8 @@ class FirewallError(ValueError):
 
 
 def entry(value: Any) -> str:
-    """One IPAddressAllow= value, normalised (10.0.0.5/24 -> 10.0.0.0/24); ValueError when it is none."""
+    """One IPAddressAllow= value, normalised (10.0.0.5/24 -> 10.0.0.0/24, 10.0.0.5/32 -> 10.0.0.5); ValueError when
+    it is none."""
     if not isinstance(value, str):
         raise ValueError(f"{value!r} is not a string")
     text = value.strip(" ")
@@ -38,7 +39,8 @@ def entry(value: Any) -> str:
         raise ValueError(f"{value!r} is not an address, a CIDR or a keyword")
     try:
         if "/" in text:
-            return str(ipaddress.ip_network(text, strict=False))
+            network = ipaddress.ip_network(text, strict=False)
+            return str(network.network_address if network.prefixlen == network.max_prefixlen else network)
         return str(ipaddress.ip_address(text))
     except ValueError:
         raise ValueError(f"{value!r} is not an address, a CIDR or a keyword") from None
