@@ -210,8 +210,10 @@ PLAN_TASK = "Say which servers restart, in which batch, and which are left alone
 # were validated (8 argument-spec checks), 42 until the disk's read rate was measured once per host (two tasks,
 # skipped once the host has the record: sglang_config's assess measures, refuse_host keeps). A regression of the
 # fast no-op layer shows here as a count, which does not depend on how busy the machine is (the driver's preflight
-# run again: +9; a role's stamp not trusted: +30).
-NOOP_TASKS_AT_MOST = 44
+# run again: +9; a role's stamp not trusted: +30). 45 since the server's IP allow-list resolves its host names on the
+# host in the restart decision (role sglang_service, ip_allow.yml: one task, skipped when the inventory gives only
+# addresses, as here).
+NOOP_TASKS_AT_MOST = 45
 
 
 def rollout_plan(output: str) -> str:
