@@ -29,6 +29,8 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import ArgumentValueError
 
+from ._firewall import EXTRA_VARIABLE as IP_ALLOW_EXTRA
+from ._firewall import extra_errors as ip_allow_extra_errors
 from ._stall import ALLOWED as STALL_ALLOWED
 from ._stall import stall_bounds
 from .sglang_config import checked
@@ -535,6 +537,13 @@ def _router_control_plane(given: dict[str, Any], known: dict[str, Any]) -> list[
     return errors
 
 
+def _ip_allow(var: str, typed: Any) -> list[str]:
+    """sglang_service_ip_allow_extra: each item an address, a CIDR or a systemd keyword (module_utils _firewall)."""
+    if var != IP_ALLOW_EXTRA:
+        return []
+    return [error.removeprefix(IP_ALLOW_EXTRA) for error in ip_allow_extra_errors(typed)]
+
+
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
 _RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls,
-          _numa)
+          _numa, _ip_allow)

@@ -56,6 +56,7 @@ def _class1(add: Add) -> None:
     add(1, "read-write-path-newline", {"sglang_service_read_write_paths": ["/data\nUser=root"]})
     add(1, "device-allow-newline", {"sglang_service_device_allow_extra": ["/dev/fuse rw\nDevicePolicy=auto"]})
     add(1, "requires-newline", {"sglang_service_requires": ["a.service\nUser=root"]})
+    add(1, "ip-allow-newline", {"sglang_service_ip_allow_extra": ["10.0.0.1\nIPAddressAllow=any"]})
     add(1, "env-value-newline", {"sglang_env": {"NCCL_DEBUG": "WARN\nLD_PRELOAD=/tmp/x.so"}})
     add(1, "env-key-newline", {"sglang_env": {"A\nB": "1"}})
     add(1, "extra-arg-value-newline", {"sglang_extra_args": {"context-length": "1\n2"}})
@@ -92,6 +93,13 @@ def _class2(add: Add) -> None:
                         ("sglang_router_extra_args", "--x"), ("sglang_service_probe", "maybe"),
                         ("nvidia_driver_persistence_mode", "sometimes"), ("sglang_service_device_allow_extra", {})):
         add(2, f"type-{name}", {name: value})
+    # The unit's IP allow-list: addresses, CIDRs and systemd's keywords only; never "any", never a host name.
+    add(2, "ip-allow-any", {"sglang_service_ip_allow_extra": ["any"]})
+    add(2, "ip-allow-name", {"sglang_service_ip_allow_extra": ["clients.example.internal"]})
+    add(2, "ip-allow-bad-cidr", {"sglang_service_ip_allow_extra": ["10.0.0.0/33"]})
+    add(2, "ip-allow-scope", {"sglang_service_ip_allow_extra": ["fe80::1%eth0"]})
+    add(2, "ip-allow-two-words", {"sglang_service_ip_allow_extra": ["10.0.0.1 10.0.0.2"]})
+    add(2, "type-sglang_service_ip_firewall", {"sglang_service_ip_firewall": "maybe"})
     add(2, "path-relative-home", {"sglang_home": "var/lib/sglang"})
     add(2, "path-blank", {"sglang_service_read_write_paths": ["/data/my models"]})
     add(2, "path-specifier", {"sglang_service_config_dir": "/etc/%n"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import ipfirewall
 import testinfra.utils.ansible_runner
 from drill import run_playbook, why
 
@@ -13,6 +14,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = ["sglang-multinode-a"]
 UNIT = "sglang-kimi.service"
 HOSTS = ["sglang-multinode-a", "sglang-multinode-b"]
+NETWORK = "sglang-multinode-net"
 
 
 def on(name: str) -> Any:
@@ -41,6 +43,36 @@ def test_only_rank_0_serves_generation() -> None:
     assert http("sglang-multinode-b", "/v1/models") == "404"
     schedulers = on("sglang-multinode-b").check_output("cat /proc/[0-9]*/comm | grep -c '^sglang::schedul' || true")
     assert schedulers.strip() == "2"
+
+
+def test_the_ip_firewall_lets_in_the_peer_and_keeps_out_the_docker_host() -> None:
+    """Each host's unit allows loopback and its peer, whose inventory address is a container name that the server
+    host resolved (getent ahosts, Docker's DNS) to its address on the scenario's network. The rendezvous between
+    the ranks crossed both firewalls already (the server serves). The peer reaches rank 0's HTTP port; the Docker
+    host, on no list, reaches a control listener of the same container but times out on the server's port."""
+    for name, peer in zip(HOSTS, reversed(HOSTS), strict=True):
+        unit = on(name).file(f"/etc/systemd/system/{UNIT}").content_string
+        peer_ip = ipfirewall.container_ip(peer, NETWORK)
+        assert "IPAddressDeny=any\n" in unit and "IPAddressAllow=localhost\n" in unit, name
+        assert (f"# multi-node peer {peer} (group sglang_multinode_kimi: torch.distributed, NCCL) ({peer})\n"
+                f"IPAddressAllow={peer_ip}\n") in unit, name
+        allowed = on(name).check_output(f"systemctl show {UNIT} --property=IPAddressAllow --value").split()
+        assert sorted(allowed) == sorted(["127.0.0.0/8", "::1/128", f"{peer_ip}/32"]), (name, allowed)
+        assert ipfirewall.bpf_unsupported_lines(on(name)) == "", name
+    peer = on("sglang-multinode-b").run("curl -s -o /dev/null -w '%{http_code}' --max-time 10 "
+                                        "http://sglang-multinode-a:30000/health")
+    assert peer.stdout == "200", peer.stdout + peer.stderr
+    address = ipfirewall.container_ip("sglang-multinode-a", NETWORK)
+    ipfirewall.start_control(on("sglang-multinode-a"))
+    try:
+        control = ipfirewall.wait_connected(address, ipfirewall.CONTROL_PORT)
+    finally:
+        ipfirewall.stop_control(on("sglang-multinode-a"))
+    assert control == "connected", "the Docker host cannot reach the container at all: the drill proves nothing"
+    outcome = ipfirewall.connect(address, 30000)
+    print(f"MEASURED IP firewall, multinode: peer b -> a:30000 HTTP {peer.stdout}; Docker host -> a:30000 "
+          f"{outcome}; control port: {control}")
+    assert outcome == "timeout"
 
 
 def test_a_change_restarts_the_group_as_one_unit() -> None:
