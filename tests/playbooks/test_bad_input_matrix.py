@@ -220,6 +220,7 @@ def _inventory(tmp: Path) -> Path:
     (inventory / "group_vars").mkdir(parents=True)
     (inventory / "host_vars").mkdir()
     shared = yaml.safe_load((ROOT / "inventory/example/group_vars/all.yml").read_text())
+    shared.update(yaml.safe_load((ROOT / "inventory/example/group_vars/sglang_workers/vault.yml").read_text()))
     shared["sglang_model_config_file"] = MODEL
     shared["sglang_draft_config_file"] = str(ROOT / "extensions/molecule/resources/models/kimi-k2.5-eagle3/config.json")
     shared["ansible_connection"] = "community.docker.docker"
