@@ -182,6 +182,18 @@ def _class8(add: Add) -> None:
         add(8, f"router-secret-{flag}", {"sglang_router_extra_args": {flag: "s3cret"}},
             f"sglang_router_extra_args['{flag}']")
     add(8, "router-key-blank", {"sglang_router_api_key": "two words"})
+    add(8, "api-key-dash", {"sglang_api_key": "-k3y"})
+    # Issue 48: who can reach the server, and what its clients can run.
+    add(8, "keyless-wildcard-bind", {"sglang_api_key": "", "sglang_admin_api_key": ""}, "sglang_api_key")
+    add(8, "keyless-lan-bind", {"sglang_host": "10.0.0.11", "sglang_api_key": "", "sglang_admin_api_key": ""},
+        "sglang_api_key")
+    add(8, "admin-key-only", {"sglang_api_key": "", "sglang_host": "127.0.0.1"}, "sglang_admin_api_key")
+    add(8, "allow-unauthenticated-word", {"sglang_allow_unauthenticated": "maybe"})
+    for flag, value in (("enable-custom-logit-processor", True), ("tool-server", "demo")):
+        add(8, f"unsafe-{flag}", {"sglang_extra_args": {flag: value}}, f"sglang_extra_args['{flag}']")
+    for name in ("HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD"):
+        add(8, f"secret-env-{name}", {"sglang_env": {name: "x"}}, f"sglang_env['{name}']")
+    add(8, "numa-auto-no-sandbox", {"sglang_numa_bind": "auto", "sglang_service_hardening": "none"}, "sglang_numa_bind")
 
 
 def _class9(add: Add) -> None:
