@@ -1,6 +1,6 @@
 """Verify the engine scenario: the package against the real SGLang 0.5.23 server (PyPI's wheel, on the CPU).
 
-The tests are the eight drills of the real engine, in file order, each driving the user's own playbooks through
+The tests are the thirteen drills of the real engine, in file order, each driving the user's own playbooks through
 the CLI and printing a `MEASURED engine drill N` line with the version the server itself reports:
 1. the first deploy, whose readiness wait follows the real startup log;
 2. a rerun, which changes and restarts nothing;
@@ -774,7 +774,8 @@ def connects(source: str, target: str) -> tuple[bool, str]:
 def test_12_a_host_not_on_the_allow_list_cannot_reach_the_server_port_and_the_router_can(host: Any) -> None:
     """The unit's own firewall (IPAddressDeny=any, IPAddressAllow= loopback, the routers, Prometheus; role
     sglang_service): the second server is on no allow-list of the first, the router is. A real connection from inside
-    each container, as a stranger on the LAN would make it."""
+    each container, as a stranger on the LAN would make it. The firewall is built on branch `firewall` (issue 48):
+    without it the stranger connects and this drill fails, as it must."""
     target, stranger = WORKERS[0], WORKERS[1]
     router_ok, router_said = connects(ROUTER, target)
     stranger_ok, stranger_said = connects(stranger, target)
