@@ -72,6 +72,8 @@ BASE: dict[str, Any] = {
     "sglang_speculative_num_draft_tokens": 4, "sglang_enable_metrics": True,
     "sglang_extra_args": {}, "sglang_env": {}, "sglang_numa_bind": "off",
     "sglang_venv_dir": "/opt/sglang/0.5.23/venv", "sglang_cuda_version": "13.0",
+    # The example sets both keys (a server on 0.0.0.0 without a client key is refused): whether, never what.
+    "secrets": {"api_key": True, "admin_api_key": True, "file": "/etc/sglang/kimi.secrets.yaml"},
 }
 
 

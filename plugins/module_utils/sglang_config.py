@@ -19,6 +19,7 @@ the unit, the environment file, the capacity plan and the rules all read that on
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
@@ -49,6 +50,17 @@ _KEPT_OUT_OF_ARGV = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin
 # Any other option that carries a secret (ssl_keyfile_password, ...): argv is readable by every local user
 # (/proc/<pid>/cmdline), and the deploy has no variable that routes it through the secrets file yet.
 _SECRET_DEST_RE = re.compile(r"password|passwd|secret|credential|api_key$|auth_token$|private_key$")
+# Flags that let a client of the API run code on the host (SGLang 0.5.23, read from the wheel): refused unless
+# sglang_allow_unsafe_flags. dest -> why.
+UNSAFE_FLAGS = {
+    # srt/arg_groups/fields/exec_.py:70; srt/sampling/custom_logit_processor.py:21 dill.loads() of the request's
+    # custom_logit_processor field: any caller of /generate or /v1/* runs Python in the server.
+    "enable_custom_logit_processor": "lets every client run Python in the server (dill.loads of a request field)",
+    # srt/arg_groups/fields/serving.py:228; srt/entrypoints/http_server.py:381-388: "demo" starts a Python tool that
+    # runs the code the model writes for a /v1/responses request (entrypoints/openai/tool_server.py:144-158); URLs
+    # connect the server to MCP tool servers that requests then call.
+    "tool_server": "runs tools, Python included, for the requests of any client (/v1/responses)",
+}
 # argparse (Lib/argparse.py, _parse_optional) reads a word that starts with '-' as an option unless it
 # is a lone '-' or a negative number; SGLang's parser has no option that looks like a negative number.
 _NEGATIVE_NUMBER_RE = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -241,6 +253,36 @@ def _cross_checks(run: _Run) -> None:
                            "allowed: the draft model directory on the host")
 
 
+# --- who can reach the server --------------------------------------------------------------
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost: a bind no other machine reaches."""
+    text = host.strip().strip("[]").lower()
+    if text == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
+
+
+def _keys(run: _Run) -> None:
+    """SGLang 0.5.23 (srt/utils/auth.py:133-151): without --api-key every endpoint, the admin ones included, is open
+    to whoever reaches the port; with only --admin-api-key, /server_info is open and returns that key."""
+    secrets = run.values.get("secrets") or {}
+    client, admin = (_allowed(secrets, key) for key in ("api_key", "admin_api_key"))
+    host = run.typed.get("sglang_host")
+    if admin and not client:
+        run.problems.error("sglang_admin_api_key", "is set without sglang_api_key: SGLang then answers /server_info "
+                           "to anyone, and it returns the admin key; allowed: set sglang_api_key too, or neither")
+    elif host and not client and not is_loopback(str(host)) and not _allowed(run.values,
+                                                                              "sglang_allow_unauthenticated"):
+        run.problems.error("sglang_api_key", f"is empty while sglang_host binds {host}, reachable from other "
+                           "machines: anyone who reaches the port could call every endpoint, the admin ones included "
+                           "(swap the weights, log every prompt, abort requests); allowed: a key (in Ansible Vault), "
+                           "sglang_host 127.0.0.1, ::1 or localhost, or sglang_allow_unauthenticated: true")
+
+
 # --- extra args and the catalog ----------------------------------------------------------
 
 def _flag_name(key: Any) -> str | None:
@@ -267,6 +309,8 @@ def _extra_args(run: _Run, catalog: catalogs.Catalog | None) -> Groups:
             continue
         option = catalogs.find_option(catalog, flag) if catalog else None
         if not _extra_allowed(var, flag, option, catalog, taken, p):
+            continue
+        if option is not None and not _safe(run, var, option, extra[key]):
             continue
         if option is not None:
             flag = option["flags"][0]
@@ -314,6 +358,25 @@ def _extra_allowed(var: str, flag: str, option: dict[str, Any] | None, catalog: 
                 "planned); allowed: set it in one place, through that variable")
         return False
     return True
+
+
+def _safe(run: _Run, var: str, option: dict[str, Any], value: Any) -> bool:
+    """A flag that lets clients run code (UNSAFE_FLAGS) only with sglang_allow_unsafe_flags; an omitted one (false,
+    null) is fine."""
+    why = UNSAFE_FLAGS.get(option["dest"])
+    if why is None or value is None or value is False or _allowed(run.values, "sglang_allow_unsafe_flags"):
+        return True
+    run.problems.error(var, f"{option['flags'][0]} {why}; allowed: leave it out, or set sglang_allow_unsafe_flags: "
+                       f"true (flags it allows: {', '.join('--' + d.replace('_', '-') for d in UNSAFE_FLAGS)})")
+    return False
+
+
+def _allowed(values: dict[str, Any], name: str) -> bool:
+    """An opt-in switch (false when unset or not a boolean; the variable check refuses a bad one)."""
+    try:
+        return not is_unset(values.get(name)) and to_bool(values[name])
+    except ValueError:
+        return False
 
 
 def _record_extra(run: _Run, var: str, flag: str, option: dict[str, Any] | None, emitted: Groups) -> None:
@@ -533,11 +596,51 @@ def _numa_env(values: dict[str, Any], p: Problems) -> tuple[str, dict[str, str]]
     if mode not in NUMA_BIND:
         p.error("sglang_numa_bind", f"{mode!r} is not a NUMA binding; allowed: off, auto")
         return "off", {}
+    hardening = str(values.get("sglang_service_hardening") or "strict").strip().lower()
+    if mode == "auto" and hardening == "none":
+        p.error("sglang_numa_bind", "is auto with sglang_service_hardening: none: SGLang 0.5.23 then writes its "
+                "NUMA helper script, mode 0777, to the shared /tmp and runs it for every rank "
+                "(srt/utils/numa_utils.py:83-102), so any local user could replace it; allowed: sglang_numa_bind: "
+                "off, or sglang_service_hardening: basic or strict (PrivateTmp)")
     env = values.get("sglang_env")
     if isinstance(env, dict) and NUMA_ENV in env:
         p.error(f"sglang_env[{NUMA_ENV!r}]", f"is set by sglang_numa_bind ({mode}); allowed: sglang_numa_bind: off "
                 "or auto, and no SGLANG_AUTO_NUMA_BIND in sglang_env")
     return mode, {NUMA_ENV: NUMA_BIND[mode]}
+
+
+# Pre-staged weights (role sglang_weights, mode prestaged): the server never needs the Hugging Face Hub, and with
+# HF_HUB_OFFLINE=1 huggingface_hub makes no request at all. Without it, a path that is not a local directory (a
+# model swapped through /update_weights_from_disk, say) is taken for a repository id and downloaded when the host
+# has egress (SGLang 0.5.23 srt/model_loader/loader.py:494). sglang_env may still set it otherwise.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
+
+
+def _offline_env(values: dict[str, Any]) -> dict[str, str]:
+    mode = str(values.get("sglang_weights_mode") or "prestaged").strip().lower()
+    return {} if mode == "download" else dict(OFFLINE_ENV)
+
+
+# Names of the environment that hold a secret: the environment file is readable by the service's group, --diff prints
+# it, and so does the deploy plan. A word of the name (split at '_') that always means a secret, a pair that does
+# (API_KEY, ACCESS_KEY, ...), or a last word TOKEN or KEY (HF_TOKEN, OPENAI_API_KEY), except in SGLang's and NCCL's
+# own settings, none of which is a secret (0.5.23 srt/environ.py has SGLANG_LOG_DECODE_GRAPH_KEY, a debug switch,
+# and SGLANG_*_TOKEN_* counts). TOKENS, KEYS as counts or limits are no secret.
+_SECRET_WORDS = {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS",
+                 "APIKEY", "PRIVATEKEY", "BEARER"}
+_SECRET_PAIRS = {("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "TOKEN"),
+                 ("ACCESS", "TOKEN"), ("SESSION", "TOKEN")}
+_SETTING_PREFIXES = ("SGLANG_", "NCCL_")
+
+
+def secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret (see _SECRET_WORDS)."""
+    words = [word for word in name.upper().split("_") if word]
+    if not words:
+        return False
+    if _SECRET_WORDS & set(words) or _SECRET_PAIRS & {(words[i], words[i + 1]) for i in range(len(words) - 1)}:
+        return True
+    return words[-1] in ("TOKEN", "KEY") and not name.upper().startswith(_SETTING_PREFIXES)
 
 
 def _env(value: Any, p: Problems, base: dict[str, str]) -> dict[str, str]:
@@ -556,6 +659,11 @@ def _env(value: Any, p: Problems, base: dict[str, str]) -> dict[str, str]:
             continue
         if isinstance(raw, (dict, list)) or raw is None:
             p.error(var, f"must be a string or number, got {type(raw).__name__}")
+            continue
+        if secret_name(str(name)):
+            p.error(var, "looks like a secret, and the environment file is readable by the service's group and "
+                    "printed by --diff; allowed: the secrets variables (sglang_api_key, sglang_admin_api_key for the "
+                    "server's keys; sglang_weights_hf_token for Hugging Face), or a name that is no secret")
             continue
         text = ("1" if raw else "0") if isinstance(raw, bool) else str(raw)
         if "\n" in text or "\r" in text or "\x00" in text:
@@ -583,13 +691,15 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         problems.error("sglang_version", str(exc))
     run = _Run(values, names, problems, _multinode(values, problems))
     _named(run)
+    _keys(run)
     if catalog:
         _check_named(run, catalog)
     args = [group for value in run.resolved.values() for group in value.groups]
     args += _extra_args(run, catalog)
     dump = _presharded(run)
     numa, numa_env = _numa_env(values, problems)
-    env = _env(values.get("sglang_env"), problems, {**_toolchain_env(values, problems), **numa_env})
+    env = _env(values.get("sglang_env"), problems,
+               {**_toolchain_env(values, problems), **numa_env, **_offline_env(values)})
     advertise = str(values.get("sglang_advertise_host") or "").strip()
     cuda = str(values.get("sglang_cuda_version") or "")
     return {

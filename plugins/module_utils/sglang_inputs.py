@@ -314,10 +314,17 @@ def _ip_address(text: str) -> bool:
 
 
 def _api_keys(var: str, typed: Any) -> list[str]:
-    if var not in API_KEYS or all("!" <= c <= "~" for c in str(typed)):
+    if var not in API_KEYS:
         return []
-    return [": contains a blank or a character outside printable ASCII (the value is not shown); allowed: one word "
-            "of printable ASCII, sent as an HTTP bearer token"]
+    if not all("!" <= c <= "~" for c in str(typed)):
+        return [": contains a blank or a character outside printable ASCII (the value is not shown); allowed: one "
+                "word of printable ASCII, sent as an HTTP bearer token"]
+    if str(typed).startswith("-"):
+        # SGLang's --config merger passes it as the word after --api-key; argparse reads a word starting with '-' as
+        # an option, and the server exits 2 ("expected one argument").
+        return [": starts with '-', which SGLang's argument parser would read as an option (the value is not "
+                "shown); allowed: one word of printable ASCII that does not start with '-'"]
+    return []
 
 
 def _router_flags(var: str, typed: Any) -> list[str]:

@@ -104,6 +104,15 @@ options:
         of a multi-node server do not), so that C(loading_weights) can be bounded between shards.
     type: bool
     default: true
+  secrets:
+    description:
+      - The configured secrets (the server's API keys, the router's key). Every occurrence in the result, the
+        failure message and its journal excerpt, and the progress of a poll is replaced by C(********), as written
+        and in the escaped forms a log line may hold (Python repr, JSON). SGLang prints its keys itself (its
+        startup line C(server_args=...), argparse's C(unrecognized arguments: --api_key ...)). Never logged.
+    type: list
+    elements: str
+    default: []
   jid:
     description:
       - Poll mode. The async job id of a running waiter; returns C(finished=false) and the
@@ -365,6 +374,7 @@ import typing as t
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils import _async_job, sglang_waiter
 from ansible_collections.sglang.deploy.plugins.module_utils._json_file import read_object
+from ansible_collections.sglang.deploy.plugins.module_utils._mask import mask
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import ALLOWED as STALL_ALLOWED
 from ansible_collections.sglang.deploy.plugins.module_utils._stall import stall_bounds
 from ansible_collections.sglang.deploy.plugins.module_utils._systemd import SystemctlError
@@ -384,6 +394,7 @@ ARGUMENT_SPEC: dict[str, dict[str, t.Any]] = {
     "identity": {"type": "dict", "default": {}},
     "stall_timeouts": {"type": "dict", "default": {}},
     "shard_progress": {"type": "bool", "default": True},
+    "secrets": {"type": "list", "elements": "str", "default": [], "no_log": True},
     "jid": {"type": "str"},
     "async_dir": {"type": "path", "default": "~/.ansible_async"},
 }
@@ -395,9 +406,11 @@ def poll_job(module: AnsibleModule) -> t.NoReturn:
     try:
         result = _async_job.collect(p["async_dir"], p["jid"])
     except _async_job.JobGone as exc:
-        module.fail_json(msg=str(exc), finished=True)
+        module.fail_json(msg=mask(str(exc), p["secrets"]), finished=True)
     if result is None:
-        module.exit_json(changed=False, finished=False, sglang_progress=read_object(p["status_file"]) or {})
+        progress = mask(read_object(p["status_file"]) or {}, p["secrets"])
+        module.exit_json(changed=False, finished=False, sglang_progress=progress)
+    result = mask(result, p["secrets"])
     if result.get("failed"):
         module.fail_json(msg=result.pop("msg", "the readiness waiter failed"), **result)
     module.exit_json(**result)
@@ -418,10 +431,10 @@ def wait(module: AnsibleModule) -> t.NoReturn:
     try:
         result = waiter.run()
     except (sglang_waiter.WaitFailed, SystemctlError) as exc:
-        status = waiter.status()
+        status = mask(waiter.status(), p["secrets"])
         sglang_waiter.write_status(p["status_file"], dict(status, failed=True))
-        module.fail_json(msg=str(exc), ready=False, finished=True, **status)
-    module.exit_json(**result)
+        module.fail_json(msg=mask(str(exc), p["secrets"]), ready=False, finished=True, **status)
+    module.exit_json(**mask(result, p["secrets"]))
 
 
 def main() -> None:

@@ -204,6 +204,18 @@ def _class8(add: Add) -> None:
     add(8, "router-cp-admin-key-only", {"sglang_router_admin_api_key": "admin-k1"}, "sglang_router_api_key")
     add(8, "router-cp-same-keys", {"sglang_router_api_key": "same-k1", "sglang_router_admin_api_key": "same-k1"},
         "sglang_router_admin_api_key")
+    add(8, "api-key-dash", {"sglang_api_key": "-k3y"})
+    # Issue 48: who can reach the server, and what its clients can run.
+    add(8, "keyless-wildcard-bind", {"sglang_api_key": "", "sglang_admin_api_key": ""}, "sglang_api_key")
+    add(8, "keyless-lan-bind", {"sglang_host": "10.0.0.11", "sglang_api_key": "", "sglang_admin_api_key": ""},
+        "sglang_api_key")
+    add(8, "admin-key-only", {"sglang_api_key": "", "sglang_host": "127.0.0.1"}, "sglang_admin_api_key")
+    add(8, "allow-unauthenticated-word", {"sglang_allow_unauthenticated": "maybe"})
+    for flag, value in (("enable-custom-logit-processor", True), ("tool-server", "demo")):
+        add(8, f"unsafe-{flag}", {"sglang_extra_args": {flag: value}}, f"sglang_extra_args['{flag}']")
+    for name in ("HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD"):
+        add(8, f"secret-env-{name}", {"sglang_env": {name: "x"}}, f"sglang_env['{name}']")
+    add(8, "numa-auto-no-sandbox", {"sglang_numa_bind": "auto", "sglang_service_hardening": "none"}, "sglang_numa_bind")
 
 
 def _class9(add: Add) -> None:
@@ -244,6 +256,7 @@ def _inventory(tmp: Path) -> Path:
     (inventory / "group_vars").mkdir(parents=True)
     (inventory / "host_vars").mkdir()
     shared = yaml.safe_load((ROOT / "inventory/example/group_vars/all.yml").read_text())
+    shared.update(yaml.safe_load((ROOT / "inventory/example/group_vars/sglang_workers/vault.yml").read_text()))
     shared["sglang_model_config_file"] = MODEL
     shared["sglang_draft_config_file"] = str(ROOT / "extensions/molecule/resources/models/kimi-k2.5-eagle3/config.json")
     shared["ansible_connection"] = "community.docker.docker"

@@ -89,15 +89,16 @@ def test_eagle3_with_a_draft_directory_starts(launch: LaunchFn, model_dir: Path,
 
 def test_config_file_is_merged_under_the_command_line(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
     config = tmp_path / "sglang.yaml"
+    # The flags' own spellings: SGLang 0.5.23's merger writes each key as --<key> verbatim.
     config.write_text(
         "# rendered by the deploy\n"
-        f"model_path: {model_dir}\n"
-        "tp_size: 2\n"
+        f"model-path: {model_dir}\n"
+        "tp-size: 2\n"
         "served-model-name: 'from-config'\n"
-        "enable_metrics: true\n"
-        "trust_remote_code: false\n"
-        "kv_cache_dtype: fp8_e4m3  # twice the tokens\n"
-        "mem_fraction_static: 0.83\n"
+        "enable-metrics: true\n"
+        "trust-remote-code: false\n"
+        "kv-cache-dtype: fp8_e4m3  # twice the tokens\n"
+        "mem-fraction-static: 0.83\n"
     )
     port = free_port()
     server = launch(["--config", str(config), "--port", str(port), "--served-model-name", "from-cli"])
@@ -110,11 +111,42 @@ def test_config_file_is_merged_under_the_command_line(launch: LaunchFn, model_di
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # The deploy's secrets file before 2.x: the real server exits 2 and prints the key (issue 48).
+        ("api_key: 'K-123'\n", "error: unrecognized arguments: --api_key K-123"),
+        ("admin_api_key: K-9\n", "error: unrecognized arguments: --admin_api_key K-9"),
+        ("tp_size: 2\n", "error: unrecognized arguments: --tp_size 2"),
+        # A store_true key with a value that is not a boolean: --enable-metrics 3, and 3 is left over.
+        ("enable-metrics: 3\n", "error: unrecognized arguments: 3"),
+    ],
+)
+def test_a_config_key_is_a_flag_verbatim_so_an_underscore_key_exits_2(
+        launch: LaunchFn, model_dir: Path, tmp_path: Path, text: str, message: str) -> None:
+    """As SGLang 0.5.23's ConfigArgumentMerger (srt/utils/server_args_config_parser.py:164-210): each key becomes
+    --<key> as written, so only a flag's own spelling is known to the parser."""
+    config = tmp_path / "secrets.yaml"
+    config.write_text(text)
+    server = launch(server_args(model_dir, free_port(), "--config", str(config)))
+    assert server.wait_exit() == 2
+    assert message in server.stderr, server.stderr[-2000:]
+
+
+def test_the_deploys_dashed_keys_are_taken(launch: LaunchFn, model_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "secrets.yaml"
+    config.write_text('api-key: "K-1"\nadmin-api-key: "K-2"\n')
+    server = launch(server_args(model_dir, free_port(), "--config", str(config), tp=1))
+    server.wait_ready()
+    logged = logged_server_args(server.stderr)
+    assert (logged["api_key"], logged["admin_api_key"]) == ("K-1", "K-2")
+
+
+@pytest.mark.parametrize(
     ("name", "text", "last_line"),
     [
-        ("bad.yaml", "enable_metrics: 3\n",
-         "ValueError: Invalid value for 'enable_metrics': 3. Expected boolean (true/false), got int"),
         ("bad.json", "{}", "ValueError: Config file must be YAML format, got: .json"),
+        ("optional.yaml", "enable-tf32-matmul: true\n",
+         "ValueError: Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'"),
         ("nested.yaml", "model_path: /m\nextra:\n  key: value\n",
          "ValueError: line 3: nested mappings are not supported: key: value"),
     ],

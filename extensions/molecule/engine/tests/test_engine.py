@@ -1,6 +1,6 @@
 """Verify the engine scenario: the package against the real SGLang 0.5.23 server (PyPI's wheel, on the CPU).
 
-The tests are the eight drills of the real engine, in file order, each driving the user's own playbooks through
+The tests are the thirteen drills of the real engine, in file order, each driving the user's own playbooks through
 the CLI and printing a `MEASURED engine drill N` line with the version the server itself reports:
 1. the first deploy, whose readiness wait follows the real startup log;
 2. a rerun, which changes and restarts nothing;
@@ -12,7 +12,12 @@ the CLI and printing a `MEASURED engine drill N` line with the version the serve
 7. Debian's Prometheus scrapes the real /metrics; a real saturation fires SGLangKVCacheSaturated, which clears;
 8. plan.yml calibrates from the real server's startup log, and refuses a log of another model;
 9. a live change (a speculative acceptance threshold): set through the API and read back, no restart;
-10. presharded weights (the scenario opts in): the first start dumps them, every later start loads the dump.
+10. presharded weights (the scenario opts in): the first start dumps them, every later start loads the dump;
+11. the keys: /generate without a key 401, with the client key 200; an admin endpoint refuses the client key and
+    takes the admin key; the router still serves through both servers;
+12. the allow-list: a host not on it (the other server) cannot connect to a server's port, the router can (the
+    firewall of the unit, IPAddressDeny=any with IPAddressAllow=; role sglang_service);
+13. no key appears in the Ansible output of any drill, although SGLang's own startup line prints them to the journal.
 What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
 .cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
 Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
@@ -29,6 +34,7 @@ import sys
 import threading
 import time
 import typing as t
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -39,7 +45,7 @@ import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 import yaml
-from drill import recap, run_playbook, why
+from drill import LOGS, recap, run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -57,6 +63,11 @@ FIXTURES = PROJECT / "tests" / "fixtures" / "sglang-engine"
 # group_vars/sglang_workers.yml's extra arguments: a drill that changes them gives the whole mapping with -e.
 EXTRA_ARGS: dict[str, Any] = yaml.safe_load((Path(__file__).parents[1] / "group_vars" / "sglang_workers.yml")
                                             .read_text())["sglang_extra_args"]
+# The servers' keys (group_vars/sglang_workers.yml), sent as SGLang's clients and admins send them.
+_WORKER_VARS: dict[str, Any] = yaml.safe_load((Path(__file__).parents[1] / "group_vars" / "sglang_workers.yml")
+                                              .read_text())
+CLIENT_KEY: str = _WORKER_VARS["sglang_api_key"]
+ADMIN_KEY: str = _WORKER_VARS["sglang_admin_api_key"]
 # The phases the readiness wait names from 0.5.23's own lines (plugins/module_utils/sglang_waiter.py PHASES), in order.
 REAL_PHASES = ["initialising torch.distributed", "loading weights", "weights loaded", "allocating KV cache",
                "starting HTTP server", "warming up", "fired up"]
@@ -88,13 +99,28 @@ def with_args(**changes: Any) -> list[str]:
     return ["-e", json.dumps({"sglang_extra_args": merged})]
 
 
-def http(name: str, path: str, body: dict[str, Any] | None = None, timeout: float = 30) -> bytes:
-    """An HTTP call to a server on the scenario's network, from the controller: the response body."""
-    request = urllib.request.Request(f"http://{ip(name)}:30000{path}", method="POST" if body is not None else "GET",
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+def _request(url: str, body: dict[str, Any] | None, key: str | None) -> urllib.request.Request:
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    return urllib.request.Request(url, method="POST" if body is not None else "GET", headers=headers,
+                                  data=json.dumps(body).encode() if body is not None else None)
+
+
+def http(name: str, path: str, body: dict[str, Any] | None = None, timeout: float = 30,
+         key: str | None = CLIENT_KEY) -> bytes:
+    """An HTTP call to a server on the scenario's network, from the controller, with the client key unless told:
+    the response body."""
+    with urllib.request.urlopen(_request(f"http://{ip(name)}:30000{path}", body, key), timeout=timeout) as response:
         return bytes(response.read())
+
+
+def status(url: str, body: dict[str, Any] | None = None, key: str | None = None, timeout: float = 60) -> int:
+    """The HTTP status of a call (an error status is an answer, not a failure)."""
+    try:
+        with urllib.request.urlopen(_request(url, body, key), timeout=timeout) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
 
 
 def server_info(name: str) -> dict[str, Any]:
@@ -167,6 +193,10 @@ def record(name: str, text: str) -> Path:
     tqdm bar's redraws (split by \\r) on lines of their own, as the fixtures keep them."""
     RECORDED.mkdir(parents=True, exist_ok=True)
     path = RECORDED / name
+    # Without the keys, which SGLang prints in its server_args line and returns from /server_info: a refresh of the
+    # fixtures copies these files into the repository.
+    for key in (ADMIN_KEY, CLIENT_KEY):
+        text = text.replace(key, "********")
     path.write_text(text.replace("\r\n", "\n").replace("\r", "\n"))
     return path
 
@@ -540,12 +570,12 @@ def test_7_prometheus_fires_on_a_real_saturation_and_clears(host: Any, prometheu
         return gauge(text, "token_usage") > 0.5 and gauge(text, "num_queue_reqs") > 2
 
     wait_for("a saturated pool with requests queued", saturated, 300)
-    http(name, "/pause_generation", {"mode": "in_place"})
+    http(name, "/pause_generation", {"mode": "in_place"}, key=ADMIN_KEY)
     try:
         fired = wait_for("SGLangKVCacheSaturated firing", lambda: firing("SGLangKVCacheSaturated", "firing"), 120)
         fired_after = time.time() - began
     finally:
-        http(name, "/continue_generation", {})
+        http(name, "/continue_generation", {}, key=ADMIN_KEY)
     assert fired[0]["labels"]["sglang_host"] == name, fired
     for thread in requests:
         thread.join(600)
@@ -629,7 +659,7 @@ def test_9_a_live_change_keeps_the_server_and_reads_back_its_value(host: Any) ->
     print(f"MEASURED engine drill 9 live change: sglang {version(name)} (server_info); {LIVE_KEY} 1.0 -> 0.7 set "
           f"through POST /set_internal_state and read back 0.7 from /server_info in a {seconds:.1f} s deploy, "
           f"InvocationID unchanged, 0 restarts; rerun changed 0 in {rerun_seconds:.1f} s; back to 1.0 live in "
-          f"{back_seconds:.1f} s")
+          f"{back_seconds:.1f} s; through the admin key (the server has one: ADMIN_OPTIONAL takes no other)")
 
 
 # --- 10. presharded weights --------------------------------------------------------------------------------------
@@ -679,6 +709,82 @@ def test_10_the_first_start_dumps_presharded_weights_and_every_later_start_loads
           f"status: ready, key {key}; advice: {advice.group(1)[:160]}")
 
 
+# --- 11. the keys ------------------------------------------------------------------------------------------------
+
+GENERATE = {"text": "The capital of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 4}}
+
+
+def test_11_the_server_takes_its_client_key_for_inference_and_only_its_admin_key_for_admin_endpoints(
+        host: Any) -> None:
+    """The secrets file's keys reached SGLang (api-key, admin-api-key: the spellings its merger and parser accept),
+    and SGLang's own auth (0.5.23 srt/utils/auth.py decide_request_auth) applies them: /generate is NORMAL (the
+    client key), /flush_cache ADMIN_OPTIONAL (with an admin key set, only that one). The router, which registers each
+    server with its key (role sglang_router), still serves through both."""
+    name = WORKERS[0]
+    url = f"http://{ip(name)}:30000"
+    codes = {
+        "/generate without a key": status(url + "/generate", GENERATE),
+        "/generate with a wrong key": status(url + "/generate", GENERATE, key="not-" + CLIENT_KEY),
+        "/generate with the client key": status(url + "/generate", GENERATE, key=CLIENT_KEY),
+        "/flush_cache without a key": status(url + "/flush_cache", {}),
+        "/flush_cache with the client key": status(url + "/flush_cache", {}, key=CLIENT_KEY),
+        "/flush_cache with the admin key": status(url + "/flush_cache", {}, key=ADMIN_KEY),
+        "/health_generate without a key": status(url + "/health_generate"),
+        "/metrics without a key": status(url + "/metrics"),
+    }
+    assert codes["/generate without a key"] == 401, codes
+    assert codes["/generate with a wrong key"] == 401, codes
+    assert codes["/generate with the client key"] == 200, codes
+    assert codes["/flush_cache without a key"] in (401, 403), codes
+    assert codes["/flush_cache with the client key"] in (401, 403), codes
+    assert codes["/flush_cache with the admin key"] == 200, codes
+    assert codes["/health_generate without a key"] == 200 and codes["/metrics without a key"] == 200, codes
+    # The secrets file the deploy wrote: the flags' own spellings, 0640 root:sglang, and no key on the command line.
+    secrets = on(name).file("/etc/sglang/kimi.secrets.yaml")
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "sglang", 0o640)
+    assert re.search(r"^api-key: ", secrets.content_string, re.M), "the secrets file does not write api-key"
+    assert re.search(r"^admin-api-key: ", secrets.content_string, re.M)
+    argv = running_argv(name)
+    assert CLIENT_KEY not in " ".join(argv) and ADMIN_KEY not in " ".join(argv), "a key is on the command line"
+    # Through the router (no key of its own here): it sends each server's key, so both answer.
+    served = [status(f"http://{ip(ROUTER)}:30080/generate", GENERATE, timeout=120)
+              for _attempt in range(4)]  # round robin: each server twice
+    assert served == [200] * 4, served
+    print(f"MEASURED engine drill 11 keys: sglang {version(name)} (server_info); {codes}; through the router "
+          f"(round robin, no client key of its own): {served} (it sends each server's own key)")
+
+
+# --- 12. the allow-list ------------------------------------------------------------------------------------------
+
+CONNECT = ("import socket, sys\n"
+           "try:\n"
+           "    socket.create_connection((sys.argv[1], 30000), timeout=5).close()\n"
+           "except OSError as error:\n"
+           "    print(f'refused: {error!r}'); sys.exit(1)\n"
+           "print('connected')\n")
+
+
+def connects(source: str, target: str) -> tuple[bool, str]:
+    """Whether a TCP connection from inside container ``source`` to ``target``'s server port succeeds (5 s)."""
+    proc = subprocess.run(["docker", "exec", source, "python3", "-c", CONNECT, ip(target)], capture_output=True,
+                          text=True, check=False, timeout=60)
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def test_12_a_host_not_on_the_allow_list_cannot_reach_the_server_port_and_the_router_can(host: Any) -> None:
+    """The unit's own firewall (IPAddressDeny=any, IPAddressAllow= loopback, the routers, Prometheus; role
+    sglang_service): the second server is on no allow-list of the first, the router is. A real connection from inside
+    each container, as a stranger on the LAN would make it. The firewall is built on branch `firewall` (issue 48):
+    without it the stranger connects and this drill fails, as it must."""
+    target, stranger = WORKERS[0], WORKERS[1]
+    router_ok, router_said = connects(ROUTER, target)
+    stranger_ok, stranger_said = connects(stranger, target)
+    print(f"MEASURED engine drill 12 allow-list: {ROUTER} -> {target}:30000 {router_said}; {stranger} -> "
+          f"{target}:30000 {stranger_said}")
+    assert router_ok, f"the router cannot reach {target}:30000: {router_said}"
+    assert not stranger_ok, f"{stranger}, on no allow-list, reached {target}:30000: the port is open to the network"
+
+
 # --- what the real server gave, against the fixtures the simulator is held to ------------------------------------
 
 def families(scrape: str) -> dict[str, tuple[str, frozenset[str]]]:
@@ -711,3 +817,24 @@ def test_the_recorded_engine_matches_the_committed_fixtures(host: Any) -> None:
     for path in ("startup-0.5.23-cpu.log",):
         for marker in markers:
             assert marker in (RECORDED / path).read_text() and marker in (FIXTURES / path).read_text(), marker
+
+
+# --- 13. no key in Ansible's output -------------------------------------------------------------------------------
+
+def test_13_no_key_appears_in_the_ansible_output_of_any_drill(host: Any) -> None:
+    """Every playbook run of this scenario is kept (resources/drill.py, .cache/drill-logs/engine/): none holds a
+    key, in clear or escaped, although SGLang 0.5.23 prints both in its own startup line (server_args=...), which the
+    readiness wait quotes on a failure (drill 5), masked."""
+    outputs = sorted(LOGS.glob("*.log"))
+    assert len(outputs) >= 10, f"only {len(outputs)} kept outputs in {LOGS}"
+    forms = {form for key in (CLIENT_KEY, ADMIN_KEY) for form in (key, json.dumps(key)[1:-1], repr(key)[1:-1])}
+    leaks = [(path.name, form) for path in outputs for form in forms if form in path.read_text(errors="replace")]
+    assert not leaks, f"a key in the Ansible output: {leaks}"
+    journal_lines = [line for line in invocation_log(WORKERS[0], invocation(WORKERS[0])).splitlines()
+                     if CLIENT_KEY in line or ADMIN_KEY in line]
+    where = sorted({"server_args" if "server_args=" in line else "another line" for line in journal_lines})
+    masked = sum(path.read_text(errors="replace").count("********") for path in outputs)
+    print(f"MEASURED engine drill 13 no key in the output: {len(outputs)} kept Ansible outputs "
+          f"({sum(path.stat().st_size for path in outputs) / 1e6:.1f} MB), 0 with a key; {masked} masks "
+          f"(********); SGLang's own journal of {WORKERS[0]}'s current start holds {len(journal_lines)} line(s) with "
+          f"a key ({', '.join(where)})")

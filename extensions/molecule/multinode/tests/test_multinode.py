@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import ipfirewall
 import testinfra.utils.ansible_runner
+import yaml
 from drill import run_playbook, why
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -15,6 +17,9 @@ testinfra_hosts = ["sglang-multinode-a"]
 UNIT = "sglang-kimi.service"
 HOSTS = ["sglang-multinode-a", "sglang-multinode-b"]
 NETWORK = "sglang-multinode-net"
+# The sandbox's client key (inventory/sandbox/group_vars/all.yml, this scenario's group_vars/all.yml): sent as a
+# client sends it (/health_generate needs none).
+KEY = yaml.safe_load((Path(__file__).parents[1] / "group_vars" / "all.yml").read_text())["sglang_api_key"]
 
 
 def on(name: str) -> Any:
@@ -26,7 +31,8 @@ def invocation(name: str) -> str:
 
 
 def http(name: str, path: str) -> str:
-    return on(name).run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 30 http://127.0.0.1:30000{path}").stdout
+    return on(name).run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 30 -H 'Authorization: Bearer {KEY}' "
+                        f"http://127.0.0.1:30000{path}").stdout
 
 
 def test_ranks_and_rendezvous_come_from_the_group_order() -> None:

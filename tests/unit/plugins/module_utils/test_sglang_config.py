@@ -36,7 +36,9 @@ def test_example_resolves_in_a_stable_order() -> None:
         "--model-path", "--served-model-name", "--tp-size", "--host", "--port", "--mem-fraction-static",
         "--kv-cache-dtype", "--enable-hierarchical-cache", "--hicache-ratio", "--hicache-write-policy",
         "--hicache-io-backend", "--speculative-algorithm", "--speculative-draft-model-path",
-        "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--enable-metrics"]
+        "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens", "--config",
+        "--enable-metrics"]
+    assert value_of(result, "--config") == "/etc/sglang/kimi.secrets.yaml"
     assert result == resolve(), "resolving twice must give the same result"
 
 
@@ -155,7 +157,8 @@ def test_environment_is_typed_and_has_the_base_entries() -> None:
                              "CUDA_HOME": "/usr/local/cuda-13.0",
                              "PATH": "/opt/sglang/0.5.23/venv/bin:/usr/local/cuda-13.0/bin:/usr/local/sbin:"
                                      "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                             "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "OFF": "0", "SGLANG_AUTO_NUMA_BIND": "false"}
+                             "NCCL_DEBUG": "WARN", "NCCL_IB_DISABLE": "1", "OFF": "0", "SGLANG_AUTO_NUMA_BIND": "false",
+                             "HF_HUB_OFFLINE": "1"}
 
 
 def test_numa_binding_is_the_inventorys_decision_either_way() -> None:
@@ -290,3 +293,95 @@ def test_the_contract_role_declares_every_table_variable() -> None:
             assert setting.var in defaults and setting.var in specs["main"]["options"], setting.var
     for fact in sglang_settings.FACTS:
         assert fact.var in defaults and fact.var in specs["main"]["options"], fact.var
+
+
+# --- who can reach the server, and what its clients can run (issue 48) ---------------------------------------------
+
+NO_KEYS = {"api_key": False, "admin_api_key": False, "file": "/etc/sglang/kimi.secrets.yaml"}
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.11", "gpu-node-1.example", "127.0.0.1.nip.io"])
+def test_a_keyless_server_on_a_non_loopback_address_is_refused_naming_the_variables(host: str) -> None:
+    result = resolve(sglang_host=host, secrets=NO_KEYS)
+    assert result["errors"] == [
+        f"sglang_api_key: is empty while sglang_host binds {host}, reachable from other machines: anyone who reaches "
+        "the port could call every endpoint, the admin ones included (swap the weights, log every prompt, abort "
+        "requests); allowed: a key (in Ansible Vault), sglang_host 127.0.0.1, ::1 or localhost, or "
+        "sglang_allow_unauthenticated: true"]
+    assert resolve(sglang_host=host, secrets=NO_KEYS, sglang_allow_unauthenticated=True)["ok"]
+    assert resolve(sglang_host=host, secrets=NO_KEYS, sglang_allow_unauthenticated="false")["errors"]
+    assert resolve(sglang_host=host, secrets=dict(NO_KEYS, api_key=True))["ok"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "localhost", "LOCALHOST"])
+def test_a_keyless_server_on_loopback_is_fine(host: str) -> None:
+    result = resolve(sglang_host=host, secrets=NO_KEYS)
+    assert result["ok"], result["errors"]
+    assert "--config" not in result["argv"]
+
+
+def test_an_admin_key_without_a_client_key_is_refused_even_on_loopback_or_with_the_opt_in() -> None:
+    for host in ("0.0.0.0", "127.0.0.1"):
+        result = resolve(sglang_host=host, secrets=dict(NO_KEYS, admin_api_key=True), sglang_allow_unauthenticated=True)
+        assert result["errors"] == [
+            "sglang_admin_api_key: is set without sglang_api_key: SGLang then answers /server_info to anyone, and it "
+            "returns the admin key; allowed: set sglang_api_key too, or neither"]
+
+
+@pytest.mark.parametrize(("flag", "value"), [("enable-custom-logit-processor", True),
+                                             ("enable_custom_logit_processor", "true"),
+                                             ("tool-server", "demo"), ("--tool-server", "http://mcp:8000")])
+def test_flags_that_let_clients_run_code_are_refused_unless_allowed(flag: str, value: Any) -> None:
+    result = resolve(sglang_extra_args={flag: value})
+    name = "--" + flag.lstrip("-").replace("_", "-")
+    assert len(result["errors"]) == 1 and result["errors"][0].startswith(f"sglang_extra_args[{flag!r}]: {name} ")
+    assert result["errors"][0].endswith(
+        "allowed: leave it out, or set sglang_allow_unsafe_flags: true (flags it allows: "
+        "--enable-custom-logit-processor, --tool-server)")
+    allowed = resolve(sglang_extra_args={flag: value}, sglang_allow_unsafe_flags=True)
+    assert allowed["ok"], allowed["errors"]
+    assert name in allowed["argv"]
+    assert resolve(sglang_extra_args={flag: False} if value is True else {flag: None})["ok"]  # left out: fine
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "EXA_API_KEY",
+                                  "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "DB_PASSWORD", "MY_SECRET",
+                                  "GOOGLE_APPLICATION_CREDENTIALS", "github_token", "SERVICE_AUTH_TOKEN_FILE",
+                                  "TOKEN", "SGLANG_MY_API_KEY", "NCCL_SECRET"])
+def test_secret_looking_environment_names_are_refused_with_a_pointer_to_the_secrets_variables(name: str) -> None:
+    assert sglang_config.secret_name(name)
+    result = resolve(sglang_env={name: "x", "NCCL_DEBUG": "WARN"})
+    assert result["errors"] == [
+        f"sglang_env[{name!r}]: looks like a secret, and the environment file is readable by the service's group and "
+        "printed by --diff; allowed: the secrets variables (sglang_api_key, sglang_admin_api_key for the server's "
+        "keys; sglang_weights_hf_token for Hugging Face), or a name that is no secret"]
+
+
+@pytest.mark.parametrize("name", ["NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "CUDA_DEVICE_ORDER",
+                                  "SGLANG_LOG_DECODE_GRAPH_KEY", "SGLANG_MAX_THINK_TOKENS",
+                                  "SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE",
+                                  "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION", "SGLANG_PATCH_TOKENIZER",
+                                  "SGLANG_PREFILL_DELAYER_MAX_DELAY_PASSES", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM",
+                                  "KEYBOARD", "MONKEY", "TORCH_CUDA_ARCH_LIST", "PASSES", "NCCL_NET_PLUGIN"])
+def test_settings_whose_names_only_mention_tokens_or_keys_are_no_secret(name: str) -> None:
+    assert not sglang_config.secret_name(name)
+    assert resolve(sglang_env={name: "1"})["ok"]
+
+
+def test_numa_auto_without_the_sandbox_is_refused() -> None:
+    result = resolve(sglang_numa_bind="auto", sglang_service_hardening="none")
+    assert result["errors"] == [
+        "sglang_numa_bind: is auto with sglang_service_hardening: none: SGLang 0.5.23 then writes its NUMA helper "
+        "script, mode 0777, to the shared /tmp and runs it for every rank (srt/utils/numa_utils.py:83-102), so any "
+        "local user could replace it; allowed: sglang_numa_bind: off, or sglang_service_hardening: basic or strict "
+        "(PrivateTmp)"]
+    for hardening in ("basic", "strict"):
+        assert resolve(sglang_numa_bind="auto", sglang_service_hardening=hardening)["ok"]
+    assert resolve(sglang_numa_bind="off", sglang_service_hardening="none")["ok"]
+
+
+def test_prestaged_weights_keep_the_server_off_the_hugging_face_hub() -> None:
+    assert resolve()["env"]["HF_HUB_OFFLINE"] == "1"  # prestaged: the role's default
+    assert resolve(sglang_weights_mode="prestaged")["env"]["HF_HUB_OFFLINE"] == "1"
+    assert "HF_HUB_OFFLINE" not in resolve(sglang_weights_mode="download")["env"]
+    assert resolve(sglang_env={"HF_HUB_OFFLINE": 0})["env"]["HF_HUB_OFFLINE"] == "0"  # the inventory may say otherwise

@@ -84,6 +84,9 @@ def test_an_api_key_is_one_word_of_ascii_and_a_refusal_never_shows_it(var: str) 
         found = errors(**{var: bad})
         assert len(found) == 1 and found[0].startswith(f"{var}: contains a blank or a character outside printable")
         assert bad not in found[0] and "secr" not in found[0]
+    found = errors(**{var: "-Xk3y"})  # after --api-key, argparse would take it for an option
+    assert found == [f"{var}: starts with '-', which SGLang's argument parser would read as an option (the value is "
+                     "not shown); allowed: one word of printable ASCII that does not start with '-'"]
 
 
 @pytest.mark.parametrize(("flag", "why"), [

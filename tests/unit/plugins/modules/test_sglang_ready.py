@@ -86,6 +86,35 @@ def test_a_failed_waiter_fails_the_poll(poll: Any, tmp_path: Path, job: dict[str
     assert not (tmp_path / "async" / JID).exists()
 
 
+# SGLang 0.5.23 prints its keys itself: its startup line (repr of each value, so a backslash is doubled) and argparse's
+# refusal of an unknown flag. A key with a backslash: Ansible's own no_log masking sees only the exact value.
+CLIENT, ADMIN = "cl\\ient-K3y", "adm-K3y"
+JOURNAL = (f"server_args=ServerArgs(model_path='/models/m', api_key={CLIENT!r}, admin_api_key={ADMIN!r}, port=30000)\n"
+           f"launch_server.py: error: unrecognized arguments: --api_key {CLIENT} --admin_api_key {ADMIN}")
+
+
+def test_the_keys_sglang_prints_come_out_masked_in_a_failure_and_in_the_progress(
+        poll: Any, tmp_path: Path, run_module: Any, wrapper: Any) -> None:
+    assert "cl\\\\ient" in JOURNAL  # the startup line's form of the key is not the key itself
+    job = {"failed": True, "ready": False, "finished": True, "last_progress_line": JOURNAL.splitlines()[0],
+           "msg": f"sglang-kimi.service exited after 6 s\n--- journal of the invocation ---\n{JOURNAL}"}
+    (tmp_path / "async" / JID).write_text(json.dumps(job))
+    wrapper(False)
+    args = {"unit": "sglang-kimi.service", "jid": JID, "async_dir": str(tmp_path / "async"),
+            "status_file": str(tmp_path / "status.json"), "secrets": [CLIENT, ADMIN, ""]}
+    result = run_module(sglang_ready.main, args)
+    text = json.dumps(result)
+    assert result["failed"] is True and "ient-K3y" not in text and ADMIN not in text, text
+    assert "api_key='********', admin_api_key='********', port=30000" in result["msg"]
+    assert result["msg"].endswith("unrecognized arguments: --api_key ******** --admin_api_key ********")
+    assert result["last_progress_line"].startswith("server_args=ServerArgs(model_path='/models/m', api_key='********'")
+    (tmp_path / "status.json").write_text(json.dumps(dict(STATUS, last_progress_line=JOURNAL)))
+    wrapper(True)
+    (tmp_path / "async" / JID).write_text(json.dumps(STARTED))
+    progress = run_module(sglang_ready.main, args)["sglang_progress"]
+    assert "ient-K3y" not in json.dumps(progress) and progress["last_progress_line"].count("********") == 4
+
+
 def test_polling_a_job_that_does_not_exist_fails(poll: Any, tmp_path: Path) -> None:
     result = poll(None, running=False)
     assert result["failed"] is True and result["finished"] is True

@@ -1,4 +1,11 @@
-"""``--config file.yaml``: SGLang merges a YAML mapping of snake_case options under the command line.
+"""``--config file.yaml``: SGLang merges a YAML mapping of options under the command line.
+
+As SGLang 0.5.23's ``ConfigArgumentMerger`` does (srt/utils/server_args_config_parser.py): each key becomes
+``--<key>`` verbatim, so only a flag's own spelling works (``api-key``); ``api_key`` becomes ``--api_key``, which
+the parser does not know, and the server exits 2 (``unrecognized arguments``). A key of an option the merger cannot
+pass (a ``BooleanOptionalAction``, a multi-value custom action) is a ValueError; a store_true key puts its bare
+flag for true and nothing for false; any other boolean is ``--key true|false``; a list is ``--key a b``, an empty
+one nothing; a mapping is ``--key <JSON>``; anything else ``--key str(value)``.
 
 The real server uses PyYAML; the simulator has only the standard library, so it reads the subset a
 deployment writes: top-level ``key: value`` lines with scalars (strings, numbers, booleans, null),
@@ -11,8 +18,6 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-
-from sglang._sim import logs
 
 Catalog = dict[str, Any]
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
@@ -85,23 +90,43 @@ def parse_yaml(text: str) -> dict[str, Any]:
     return data
 
 
-def _flags(option: Catalog, value: Any) -> list[str]:
-    flag = option["flags"][0]
-    if option["action"] in ("store_true", "store_false", "boolean_optional"):
-        if not isinstance(value, bool):
-            raise ConfigFileError(
-                f"Invalid value for '{option['dest']}': {value}. Expected boolean (true/false), "
-                f"got {type(value).__name__}")
-        if option["action"] == "boolean_optional":
-            return [flag if value else "--no-" + flag[2:]]
-        return [flag] if value == (option["action"] == "store_true") else []
-    if value is None:
-        return []
+# The catalog's action names that are not argparse's class names (the merger's message names the class).
+_ACTION_CLASS = {"boolean_optional": "BooleanOptionalAction", "store_true": "_StoreTrueAction", "store": "_StoreAction"}
+
+
+def _config_keys(option: Catalog) -> set[str]:
+    """The YAML keys that name an option (server_args_config_parser.py:17-23): its dest and each long spelling."""
+    return {option["dest"]} | {flag[2:].replace("-", "_") for flag in option["flags"] if flag.startswith("--")}
+
+
+def _supported(option: Catalog) -> bool:
+    """store_true, or a single-value action (server_args_config_parser.py:26-28, 49-53): argparse's _StoreAction,
+    whatever its nargs, or an action whose nargs is None."""
+    return option["action"] in ("store_true", "store") or option.get("nargs") is None
+
+
+def _key_sets(catalog: Catalog) -> tuple[set[str], set[str]]:
+    """(the store_true keys, the keys of options the merger refuses), as ConfigArgumentMerger.__init__ builds them."""
+    options = [option for option in catalog["options"] if option["flags"]]
+    store_true = {key for option in options if option["action"] == "store_true" for key in _config_keys(option)}
+    supported = {key for option in options if _supported(option) for key in _config_keys(option)}
+    unsupported = {key for option in options
+                   if not _supported(option) and not {"--config", "--help", "-h"} & set(option["flags"])
+                   for key in _config_keys(option) if key not in supported}
+    return store_true, unsupported
+
+
+def _args(key: str, value: Any, store_true: set[str]) -> list[str]:
+    """server_args_config_parser.py:174-210: the words one key puts on the command line, its name verbatim."""
+    if isinstance(value, bool):
+        if key.replace("-", "_") in store_true:
+            return [f"--{key}"] if value else []
+        return [f"--{key}", str(value).lower()]
     if isinstance(value, list):
-        return [flag, *(str(v) for v in value)]
+        return [f"--{key}", *(str(item) for item in value)] if value else []
     if isinstance(value, dict):
-        return [flag, json.dumps(value)]
-    return [flag, json.dumps(value) if isinstance(value, bool) else str(value)]
+        return [f"--{key}", json.dumps(value)]
+    return [f"--{key}", str(value)]
 
 
 def config_path(argv: list[str]) -> str | None:
@@ -127,12 +152,14 @@ def merge(argv: list[str], catalog: Catalog) -> list[str]:
             data = parse_yaml(handle.read())
     except FileNotFoundError:
         raise ConfigFileError(f"Config file not found: {path}") from None
-    by_dest = {option["dest"]: option for option in catalog["options"]}
+    store_true, unsupported = _key_sets(catalog)
     merged: list[str] = []
     for key, value in data.items():
-        option = by_dest.get(str(key).replace("-", "_"))
-        if option is None or option["action"] in ("help", "version") or option["dest"] == "config":
-            logs.log(f"Unknown config option '{key}' will be ignored. Check if the option name is correct.")
-            continue
-        merged += _flags(option, value)
-    return merged + argv
+        name = str(key)
+        if name.replace("-", "_") in unsupported:
+            action = next(o["action"] for o in catalog["options"] if name.replace("-", "_") in _config_keys(o))
+            action = _ACTION_CLASS.get(action, action)
+            raise ConfigFileError(f"Unsupported config option '{name.replace('-', '_')}' with action '{action}'")
+        merged += _args(name, value, store_true)
+    at = argv.index("--config")
+    return merged + argv[:at] + argv[at + 2:]  # server_args_config_parser.py:99-106: --config and its path dropped
