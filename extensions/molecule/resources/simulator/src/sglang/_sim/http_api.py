@@ -521,7 +521,6 @@ class Server(ThreadingHTTPServer):
     # clients retried after 1, 3, 7 s, and the burst arrived spread out, unlike on the real server.
     request_queue_size = 2048
 
-
     def get_request(self) -> tuple[Any, Any]:
         sock, address = super().get_request()
         if self.ssl_context is not None:
