@@ -11,10 +11,11 @@ from ansible_collections.sglang.deploy.plugins.module_utils import _live
 from ansible_collections.sglang.deploy.plugins.module_utils._live import server_values
 
 
-def server_url(bind: Any, port: Any) -> str:
-    """`sglang_host | server_url(sglang_port)`: http://<address>:<port> this host reaches its own server at
-    (module_utils _live.server_url, which module sglang_host_facts asks /server_info at too)."""
-    return _live.server_url(bind, port)
+def server_url(bind: Any, port: Any, tls: Any = False) -> str:
+    """`sglang_host | server_url(sglang_port, sglang_config.tls.enabled)`: http(s)://<address>:<port> this host
+    reaches its own server at (module_utils _live.server_url, which module sglang_host_facts asks /server_info at
+    too; _live.scheme decides http or https)."""
+    return _live.server_url(bind, port, tls)
 
 
 def live_readback(info: Any, changes: Any) -> list[str]:

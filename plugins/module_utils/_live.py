@@ -29,11 +29,23 @@ from .sglang_settings import LIVE
 LOCAL_BINDS = ("", "0.0.0.0", "::", "127.0.0.1", "localhost")
 
 
-def server_url(bind: Any, port: Any) -> str:
+def scheme(tls: Any = False) -> str:
+    """The one rule of the scheme every client of a server uses (the deploy's, the router's, Prometheus'):
+    https when the server has TLS (sglang_tls_cert: SGLang then serves https only), else http."""
+    return "https" if tls is True or str(tls).strip().lower() in ("true", "yes", "on", "1") else "http"
+
+
+def base_url(host: Any, port: Any, tls: Any = False) -> str:
+    """``<scheme>://<host>:<port>``, an IPv6 address in brackets."""
+    text = str(host or "").strip()
+    return f"{scheme(tls)}://{f'[{text}]' if ':' in text else text}:{int(port)}"
+
+
+def server_url(bind: Any, port: Any, tls: Any = False) -> str:
     """The address this host reaches its own server at, from the address it binds (sglang_host) and its port:
-    127.0.0.1 for a wildcard or loopback bind, else the bind itself (an IPv6 one in brackets)."""
+    127.0.0.1 for a wildcard or loopback bind, else the bind itself (an IPv6 one in brackets); https with TLS."""
     host = "127.0.0.1" if str(bind or "").strip() in LOCAL_BINDS else str(bind).strip()
-    return f"http://{f'[{host}]' if ':' in host else host}:{int(port)}"
+    return base_url(host, port, tls)
 
 
 def split_live(argv: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _live
 from . import sglang_catalog as catalogs
 from . import sglang_presharded as presharded
 from . import sglang_settings as table
@@ -47,6 +48,13 @@ _FLAG_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # Options the deploy passes another way: secrets through the --config file it writes itself.
 _KEPT_OUT_OF_ARGV = {"api_key": "sglang_api_key", "admin_api_key": "sglang_admin_api_key",
                      "config": "the variables above (the deploy writes SGLang's --config file itself)"}
+# TLS: the deploy writes the PEM variables to files beside the secrets file and passes their paths (a path on argv
+# is no secret). --ssl-keyfile-password is never used: /server_info returns it (it is refused as a secret below),
+# so the key must be unencrypted, in a file only root and the service group read.
+_TLS_FLAGS = {"ssl_certfile": ("--ssl-certfile", "sglang_tls_cert", "certfile"),
+              "ssl_keyfile": ("--ssl-keyfile", "sglang_tls_key", "keyfile"),
+              "ssl_ca_certs": ("--ssl-ca-certs", "sglang_tls_ca", "cafile")}
+_TLS_ALLOWED = "sglang_tls_cert, sglang_tls_key and sglang_tls_ca (the deploy writes the files and passes their paths)"
 # Any other option that carries a secret (ssl_keyfile_password, ...): argv is readable by every local user
 # (/proc/<pid>/cmdline), and the deploy has no variable that routes it through the secrets file yet.
 _SECRET_DEST_RE = re.compile(r"password|passwd|secret|credential|api_key$|auth_token$|private_key$")
@@ -344,6 +352,10 @@ def _extra_allowed(var: str, flag: str, option: dict[str, Any] | None, catalog: 
         p.error(var, f"would put {flag} on the command line, visible to every local user; "
                 f"allowed: {_KEPT_OUT_OF_ARGV[option['dest']]}")
         return False
+    if option["dest"] in _TLS_FLAGS:
+        p.error(var, f"would set {flag}, which the deploy sets from {_TLS_FLAGS[option['dest']][1]}; "
+                f"allowed: {_TLS_ALLOWED}")
+        return False
     if _SECRET_DEST_RE.search(option["dest"]):
         p.error(var, f"would put {flag}, a secret, on the command line, visible to every local user; allowed: "
                 "leave it out (only sglang_api_key and sglang_admin_api_key are passed through the secrets file)")
@@ -488,6 +500,41 @@ def flag_groups(mapping: dict[str, Any], var: str) -> Groups:
     if problems.errors:
         raise ValueError("; ".join(problems.errors))
     return groups
+
+
+# --- TLS -----------------------------------------------------------------------------------------
+
+_TLS_OFF = {"enabled": False, "https": False, "certfile": "", "keyfile": "", "ca_file": ""}
+
+
+def _tls(run: _Run) -> dict[str, Any]:
+    """``sglang_tls_cert``/``_key``/``_ca``: all three or none. On: --ssl-certfile, --ssl-keyfile and --ssl-ca-certs
+    (SGLang's own warm-up request then verifies against the CA, as every client of the deploy does)."""
+    spec = run.values.get("tls") or {}
+    given = {part: bool(spec.get(part)) and to_bool(spec[part]) for part in ("cert", "key", "ca")}
+    if not any(given.values()):
+        return dict(_TLS_OFF)
+    p = run.problems
+    if not given["cert"]:
+        p.error("sglang_tls_cert", f"is empty while {'sglang_tls_key' if given['key'] else 'sglang_tls_ca'} is set; "
+                "allowed: the server's PEM certificate (chain) with sglang_tls_key and sglang_tls_ca, or all three "
+                "empty (no TLS)")
+    elif not given["key"]:
+        p.error("sglang_tls_key", "is empty while sglang_tls_cert is set; allowed: the certificate's unencrypted PEM "
+                "private key (keep it in Ansible Vault), or both empty (no TLS)")
+    elif not given["ca"]:
+        p.error("sglang_tls_ca", "is empty while sglang_tls_cert is set; allowed: the PEM certificate of the CA that "
+                "signed sglang_tls_cert (the deploy's clients, the router and Prometheus verify the server against "
+                "it), or for a self-signed certificate the certificate itself")
+    if not all(given.values()):
+        return dict(_TLS_OFF)
+    for dest, (flag, var, key) in _TLS_FLAGS.items():
+        path = str(spec.get(key) or "")
+        run.resolved[dest] = Value(flag, path, var, [[flag, path]])
+    # Only rank 0 serves https: a multi-node server's other ranks answer health on a plain-HTTP dummy server
+    # (0.5.23 utils/common.py launch_dummy_health_check_server, no ssl), though each needs the files.
+    return {"enabled": True, "https": run.node["node_rank"] == 0, "certfile": str(spec.get("certfile")),
+            "keyfile": str(spec.get("keyfile")), "ca_file": str(spec.get("cafile"))}
 
 
 # --- presharded weights ---------------------------------------------------------------------
@@ -692,6 +739,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
     run = _Run(values, names, problems, _multinode(values, problems))
     _named(run)
     _keys(run)
+    tls = _tls(run)
     if catalog:
         _check_named(run, catalog)
     args = [group for value in run.resolved.values() for group in value.groups]
@@ -715,7 +763,10 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         "settings": {dest: {"flag": v.flag, "value": v.value, "source": v.source}
                      for dest, v in run.resolved.items()},
         # How the router reaches this server; only a group's rank 0 serves (other ranks run a dummy health).
-        "url": f"http://{advertise}:{run.typed.get('sglang_port')}" if advertise else "",
+        "url": _live.base_url(advertise, run.typed.get("sglang_port"), tls["https"])
+        if advertise and run.typed.get("sglang_port") else "",
+        # TLS: on, and the files on the host (sglang_service writes them; every client verifies against ca_file).
+        "tls": tls,
         "primary": run.node["node_rank"] == 0,
         "multinode": run.node,
         "cuda": {"version": cuda, "home": cuda_home(cuda)},

@@ -101,6 +101,11 @@ API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key", "
 _ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "control-plane-api-keys": "sglang_router_admin_api_key",
                      "worker-urls": "the inventory's group sglang_workers"}
 _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
+# TLS (role sglang): PEM texts, several lines by nature; each must hold what its name says. Refusals never show the
+# key. An encrypted key is refused: SGLang's --ssl-keyfile-password is returned by /server_info.
+PEM = {"sglang_tls_cert": "certificate", "sglang_tls_ca": "certificate", "sglang_tls_key": "private key"}
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=\s:,-]*?\r?\n?-----END \1-----")
+_PEM_ENCRYPTED = re.compile(r"ENCRYPTED|Proc-Type: *4, *ENCRYPTED")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
 HOOK_FILES = {"sglang_rollout_pre_restart_hooks", "sglang_rollout_post_restart_hooks"}
 # Model config files read on the controller for the capacity plan.
@@ -145,7 +150,7 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
     for name in sorted(given):
         value = given[name]
         option = known.get(ALIASES.get(name, name), (None, None))[1]
-        errors += _characters(name, value)
+        errors += _characters(name, value) if name not in PEM else _pem(name, value)
         if option is not None and not errors_about(errors, name):
             errors += _option(name, ALIASES.get(name, name), value, option)
         if ALIASES.get(name, name) in ROWS and not errors_about(errors, name) and not is_unset(value):
@@ -264,6 +269,36 @@ def _paths(var: str, typed: Any) -> list[str]:
     return [f": {item!r} is not a plain absolute path; allowed: an absolute path without blanks, '%', quotes or "
             "backslashes (systemd reads it from the unit)"
             for item in (typed if isinstance(typed, list) else [typed]) if item != "" and not _PATH_RE.match(str(item))]
+
+
+def _pem(name: str, value: Any) -> list[str]:
+    """A TLS variable: empty, or PEM blocks of its kind and nothing but blank lines around them (the value is never
+    shown: one of them is a private key)."""
+    if not isinstance(value, str) or not value.strip():
+        return []
+    kind = PEM[name]
+    allowed = {"certificate": "PEM text of one or more -----BEGIN CERTIFICATE----- blocks",
+               "private key": "an unencrypted PEM private key (-----BEGIN PRIVATE KEY----- or -----BEGIN RSA/EC "
+                              "PRIVATE KEY-----), kept in Ansible Vault"}[kind]
+    text = value.strip()
+    blocks = list(_PEM_BLOCK.finditer(text))
+    labels = [block.group(1) for block in blocks]
+    if not blocks or _PEM_BLOCK.sub("", text).strip():
+        path = "\n" not in text and text.startswith("/")
+        hint = " (the text, not a path: \"{{ lookup('file', 'tls/server.pem') }}\")" if path else ""
+        return [f"{name}: is not PEM text{' but a path' if path else ''} (the value is not shown); allowed: "
+                f"{allowed}{hint}"]
+    if kind == "private key":
+        if any(_PEM_ENCRYPTED.search(block.group(0)) for block in blocks):
+            return [f"{name}: is an encrypted private key, which SGLang could only open with --ssl-keyfile-password, "
+                    f"and /server_info returns that password; allowed: {allowed} (openssl pkey -in key.pem -out "
+                    "plain.pem)"]
+        if len(blocks) != 1 or not labels[0].endswith("PRIVATE KEY"):
+            return [f"{name}: holds {', '.join(labels)} (the value is not shown), not one private key; allowed: "
+                    f"{allowed}"]
+    elif any(label != "CERTIFICATE" for label in labels):
+        return [f"{name}: holds {', '.join(sorted(set(labels)))}, not only certificates; allowed: {allowed}"]
+    return []
 
 
 def _names_of_users(var: str, typed: Any) -> list[str]:

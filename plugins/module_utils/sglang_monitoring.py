@@ -70,11 +70,14 @@ class Server:
     load_budget: int
     hicache: str  # on / off / unobservable (a release without the HiCache gauges)
     hicache_ratio: float | None  # the ratio SGLang must run with, when the repository fixes one
+    scheme: str = "http"  # https with TLS on the server (sglang_tls_cert): the scheme of its url, _live.scheme's
 
     def labels(self, server_job: str) -> dict[str, str]:
         labels = {"job": server_job, "sglang_host": self.host, "sglang_unit": self.unit,
                   "sglang_version": self.version, "sglang_load_budget_seconds": str(self.load_budget),
                   "sglang_hicache": self.hicache}
+        if self.scheme != "http":
+            labels["__scheme__"] = self.scheme  # Prometheus scrapes this target over https (tls_config: its CA)
         if self.hicache_ratio is not None:
             labels["sglang_hicache_ratio"] = number(self.hicache_ratio)
         return labels
@@ -103,7 +106,7 @@ def server(host: str, config: dict[str, Any], ready_timeout: Any, load_budget: A
     --enable-metrics)."""
     if not config.get("primary") or not _setting(config, "enable_metrics"):
         return None
-    target = str(config.get("url") or "").split("://", 1)[-1]
+    scheme, _, target = str(config.get("url") or "").rpartition("://")
     if not target:
         raise MonitoringError(f"sglang_advertise_host: empty on {host}; allowed: the address Prometheus scrapes")
     budget = _seconds(load_budget, "sglang_monitoring_load_budget") or _seconds(ready_timeout, "sglang_ready_timeout")
@@ -116,7 +119,7 @@ def server(host: str, config: dict[str, Any], ready_timeout: Any, load_budget: A
     fixed = enabled and observable and ratio is not None and not _setting(config, "hicache_size")
     return Server(host=host, target=target, unit=str(config.get("unit") or ""), version=version,
                   load_budget=budget, hicache=("on" if enabled else "off") if observable else "unobservable",
-                  hicache_ratio=float(ratio) if fixed else None)
+                  hicache_ratio=float(ratio) if fixed else None, scheme=scheme or "http")
 
 
 def _seconds(value: Any, name: str) -> int:

@@ -229,8 +229,11 @@ class SystemdHost:
         return parse_journal(out)
 
     def health(self, url: str, timeout: int) -> tuple[bool, str]:
+        """GET the health URL; an https one is verified against the module's ``ca_path`` (the server's CA, TLS on),
+        so a wrong certificate is a failed check, never a trusted answer."""
+        ca_path = self.module.params.get("ca_path") or None
         try:
-            with open_url(url, method="GET", timeout=timeout) as answer:
+            with open_url(url, method="GET", timeout=timeout, validate_certs=True, ca_path=ca_path) as answer:
                 return answer.status == 200, f"HTTP {answer.status}"
         except HTTPError as exc:
             return False, f"HTTP {exc.code}"

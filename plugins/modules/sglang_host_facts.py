@@ -43,6 +43,13 @@ options:
     description: The key C(/server_info) needs when the server has one (C(sglang_api_key)); never logged.
     type: str
     version_added: "2.0.0"
+  ca_path:
+    description:
+      - With TLS on the server (C(sglang_tls_cert)), the CA file its certificate is verified against
+        (C(sglang_config.tls.ca_file)); C(/server_info) is then asked over C(https). While that file is not on the
+        host yet (TLS is being turned on), the server is not asked.
+    type: path
+    version_added: "2.0.0"
   observed_file:
     description: What the server's last start measured, as the readiness waiter recorded it (sglang_ready's
       O(sglang.deploy.sglang_ready#module:observed_file)); read when it exists, is no link and root (or the
@@ -310,6 +317,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.sglang.deploy.plugins.module_utils import _live, _service_state, _stamp
 from ansible_collections.sglang.deploy.plugins.module_utils import _nvidia_smi as smi
@@ -422,11 +430,15 @@ def live_settings(module: AnsibleModule) -> dict[str, float] | None:
     """The live settings the server holds (GET /server_info, its internal_states), None when it does not answer."""
     p = module.params
     headers = {"Authorization": f"Bearer {p['api_key']}"} if p["api_key"] else {}
-    url = _live.server_url(p["bind"], p["port"]) + "/server_info"
+    ca_path = p.get("ca_path") or None
+    if ca_path and not os.path.isfile(ca_path):
+        return None
+    url = _live.server_url(p["bind"], p["port"], ca_path is not None) + "/server_info"
     try:
-        with open_url(url, headers=headers, timeout=30, validate_certs=False) as response:
+        with open_url(url, headers=headers, timeout=30, validate_certs=ca_path is not None,
+                      ca_path=ca_path) as response:
             info = json.loads(response.read())
-    except (OSError, ValueError, HTTPError, URLError):
+    except (OSError, ValueError, HTTPError, URLError, UrlsConnectionError):
         return None
     return _live.server_values(info)
 
@@ -615,6 +627,7 @@ ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "port": {"type": "int"},
     "bind": {"type": "str"},
     "api_key": {"type": "str", "no_log": True},
+    "ca_path": {"type": "path"},
     "observed_file": {"type": "path"},
     "disk_file": {"type": "path"},
     "stamps": {"type": "list", "elements": "str", "default": []},

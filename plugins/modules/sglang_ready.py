@@ -37,6 +37,12 @@ options:
   url:
     description: Health URL that runs a generation, for example C(http://127.0.0.1:30000/health_generate).
     type: str
+  ca_path:
+    description:
+      - With an C(https) O(url) (the server has TLS, C(sglang_tls_cert)), the PEM file of the CA the server's
+        certificate is verified against (C(sglang_config.tls.ca_file)); a server whose certificate it does not
+        verify never counts as ready. Without it, the system's trust store.
+    type: path
   previous_invocation_id:
     description:
       - InvocationID of the unit before a restart was requested. Readiness then counts only for a
@@ -382,6 +388,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils._systemd import Syst
 ARGUMENT_SPEC: dict[str, dict[str, t.Any]] = {
     "unit": {"type": "str", "required": True},
     "url": {"type": "str"},
+    "ca_path": {"type": "path"},
     "previous_invocation_id": {"type": "str", "default": ""},
     "timeout": {"type": "int", "default": 1080},
     "stop_timeout": {"type": "int", "default": 0},

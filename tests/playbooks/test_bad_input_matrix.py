@@ -32,6 +32,12 @@ from helpers import ROOT
 MODEL = str(ROOT / "extensions/molecule/resources/models/kimi-k2.5/config.json")
 
 
+# Syntactic PEM blocks: the checks read the blocks' kind, never the key material (SGLang opens the files at start).
+CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUW\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49\n-----END PRIVATE KEY-----\n"
+ENCRYPTED_KEY = "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIHsMFcGCSqGSIb3DQEF\n-----END ENCRYPTED PRIVATE KEY-----\n"
+
+
 class Case(NamedTuple):
     klass: int
     name: str
@@ -146,6 +152,14 @@ def _class4(add: Add) -> None:
     add(4, "ready-too-short", {"sglang_ready_timeout": 30})
     add(4, "argv-word-too-long", {"sglang_extra_args": {"chat-template": "x" * 140000}},
         "sglang_extra_args['chat-template']")
+    # TLS: all three PEM texts or none; SGLang would stop at start ("--ssl-certfile requires --ssl-keyfile").
+    add(4, "tls-cert-without-key", {"sglang_tls_cert": CERT, "sglang_tls_ca": CERT}, "sglang_tls_key")
+    add(4, "tls-key-without-cert", {"sglang_tls_key": KEY, "sglang_tls_ca": CERT}, "sglang_tls_cert")
+    add(4, "tls-without-ca", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY}, "sglang_tls_ca")
+    add(4, "tls-ca-a-path", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": "/etc/ssl/ca.pem"},
+        "sglang_tls_ca")
+    add(4, "tls-cert-not-pem", {"sglang_tls_cert": "server.pem", "sglang_tls_key": KEY, "sglang_tls_ca": CERT},
+        "sglang_tls_cert")
 
 
 def _class5(add: Add) -> None:
@@ -216,6 +230,13 @@ def _class8(add: Add) -> None:
     for name in ("HF_TOKEN", "OPENAI_API_KEY", "DB_PASSWORD"):
         add(8, f"secret-env-{name}", {"sglang_env": {name: "x"}}, f"sglang_env['{name}']")
     add(8, "numa-auto-no-sandbox", {"sglang_numa_bind": "auto", "sglang_service_hardening": "none"}, "sglang_numa_bind")
+    # TLS: an encrypted key needs --ssl-keyfile-password, which /server_info returns; a certificate is no key.
+    add(8, "tls-key-encrypted", {"sglang_tls_cert": CERT, "sglang_tls_key": ENCRYPTED_KEY, "sglang_tls_ca": CERT},
+        "sglang_tls_key")
+    add(8, "tls-key-a-certificate", {"sglang_tls_cert": CERT, "sglang_tls_key": CERT, "sglang_tls_ca": CERT},
+        "sglang_tls_key")
+    add(8, "tls-cert-a-key", {"sglang_tls_cert": KEY, "sglang_tls_key": KEY, "sglang_tls_ca": CERT},
+        "sglang_tls_cert")
 
 
 def _class9(add: Add) -> None:
@@ -231,6 +252,8 @@ def _class10(add: Add) -> None:
                         ("speculative-algorithm", "NGRAM"), ("mem-fraction-static", 0.99), ("port", 80),
                         ("nnodes", 2)):
         add(10, f"backdoor-{flag}", {"sglang_extra_args": {flag: value}}, f"sglang_extra_args['{flag}']")
+    for flag in ("ssl-certfile", "ssl-keyfile", "ssl-ca-certs"):  # set from sglang_tls_*, to files the deploy writes
+        add(10, f"backdoor-{flag}", {"sglang_extra_args": {flag: "/etc/ssl/x.pem"}}, f"sglang_extra_args['{flag}']")
 
 
 def _cases() -> list[Case]:

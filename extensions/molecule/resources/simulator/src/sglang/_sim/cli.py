@@ -203,8 +203,27 @@ def finalize(args: Args, model: ModelInfo) -> Args:
     return out
 
 
+def _check_ssl(args: Args) -> None:
+    """0.5.23 arg_groups/serving_hook.py handle_ssl_validation: the pair, then the files exist."""
+    cert, key, ca = args.get("ssl_certfile"), args.get("ssl_keyfile"), args.get("ssl_ca_certs")
+    problem = ""
+    if key and not cert:
+        problem = "--ssl-keyfile requires --ssl-certfile to be specified as well."
+    elif cert and not key:
+        problem = "--ssl-certfile requires --ssl-keyfile to be specified as well."
+    elif ca and not cert:
+        problem = "--ssl-ca-certs has no effect without --ssl-certfile and --ssl-keyfile."
+    for path, what, flag in ((key, "SSL key file", "--ssl-keyfile"), (cert, "SSL certificate file", "--ssl-certfile"),
+                             (ca, "SSL CA certificates file", "--ssl-ca-certs")):
+        if not problem and path and not os.path.isfile(str(path)):
+            problem = f"{what} not found: '{path}'. Please check the {flag} path."
+    if problem:
+        raise StartupError(_post_init("_handle_ssl_validation", "raise ValueError("), f"ValueError: {problem}")
+
+
 def check(args: Args) -> ModelInfo:
     """The startup checks of ServerArgs, in their order; returns the model."""
+    _check_ssl(args)
     _check_parallel(args)
     model = _check_model(args)
     _check_speculative(args)

@@ -12,6 +12,7 @@ import http
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -509,21 +510,55 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # uvicorn with --ssl-certfile/--ssl-keyfile serves https only: a plain-HTTP client fails its handshake and is
+    # disconnected. The handshake runs in the connection's own thread (not in accept), as uvicorn's does per
+    # connection, so one slow client does not hold the others.
+    ssl_context: ssl.SSLContext | None = None
+    handshake_timeout = 30.0
     # The real server's listen backlog: SGLang runs uvicorn without a backlog, whose default is 2048
     # (uvicorn/config.py, Config(backlog=2048), read in uvicorn 0.38.0). socketserver's default of 5 made
     # the kernel drop the SYNs of a burst of connections (a drill's 48 at once) on a busy machine: their
     # clients retried after 1, 3, 7 s, and the burst arrived spread out, unlike on the real server.
     request_queue_size = 2048
 
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        if self.ssl_context is not None:
+            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            request.settimeout(self.handshake_timeout)
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError):
+                return  # not TLS, or a client that does not trust us: closed, as uvicorn closes it
+            request.settimeout(None)
+        super().finish_request(request, client_address)
+
 
 class Server6(Server):
     address_family = socket.AF_INET6
 
 
-def make_server(host: str, port: int, api: Any, engine: Engine | None) -> ThreadingHTTPServer:
+def server_context(certfile: str, keyfile: str, ca_certs: str | None = None) -> ssl.SSLContext:
+    """uvicorn's create_ssl_context (uvicorn/config.py): TLS server, the chain and key, no client certificate asked
+    (cert_reqs CERT_NONE, as SGLang starts it), the CA loaded when given."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certfile, keyfile)
+    if ca_certs:
+        context.load_verify_locations(ca_certs)
+    return context
+
+
+def make_server(host: str, port: int, api: Any, engine: Engine | None,
+                context: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
     handler = type("BoundHandler", (Handler,), {"api": api, "engine": engine})
     cls = Server6 if ":" in host else Server
-    return cls((host, port), handler)
+    server = cls((host, port), handler)
+    server.ssl_context = context
+    return server
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
@@ -533,9 +568,9 @@ def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
     return thread
 
 
-def display_url(host: str, port: int) -> str:
+def display_url(host: str, port: int, tls: bool = False) -> str:
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
 def local_target(host: str) -> str:
@@ -543,10 +578,23 @@ def local_target(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
 
 
+def client_context(ca_certs: str | None) -> ssl.SSLContext:
+    """0.5.23 serving_hook.ssl_verify_of: with --ssl-ca-certs, verified against it (host name included); without,
+    verification off (SGLang warms up a self-signed server that way, with a warning)."""
+    if ca_certs:
+        return ssl.create_default_context(cafile=ca_certs)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def self_request(host: str, port: int, method: str, path: str, body: dict[str, Any] | None,
-                 api_key: str | None, timeout: float = 600.0) -> tuple[int, bytes]:
-    """One request to our own server, as SGLang's warm-up does with requests."""
-    conn = http.client.HTTPConnection(local_target(host), port, timeout=timeout)
+                 api_key: str | None, timeout: float = 600.0,
+                 tls: ssl.SSLContext | None = None) -> tuple[int, bytes]:
+    """One request to our own server, as SGLang's warm-up does with requests (https with ``tls``)."""
+    conn = (http.client.HTTPSConnection(local_target(host), port, timeout=timeout, context=tls) if tls is not None
+            else http.client.HTTPConnection(local_target(host), port, timeout=timeout))
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

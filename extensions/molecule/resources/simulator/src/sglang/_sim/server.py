@@ -21,10 +21,12 @@ from sglang._sim.http_api import (
     DummyHealthApi,
     Info,
     State,
+    client_context,
     display_url,
     make_server,
     self_request,
     serve_in_thread,
+    server_context,
 )
 from sglang._sim.logs import Frame
 from sglang._sim.metrics import Constants, Ranks
@@ -401,10 +403,14 @@ class Simulator:
 
     # ---- serving --------------------------------------------------------------------------------
     def bind(self, api: Any, engine: Engine | None, quiet: bool = False) -> None:
-        """Listen like uvicorn; quiet for the dummy health server of nodes > 0 (log_level "warning")."""
+        """Listen like uvicorn; quiet for the dummy health server of nodes > 0 (log_level "warning"), which serves
+        plain HTTP even with --ssl-certfile (0.5.23 utils/common.py launch_dummy_health_check_server: no ssl)."""
         host, port = str(self.args.get("host") or "127.0.0.1"), int(self.args.get("port") or 0)
+        certfile = None if quiet else self.args.get("ssl_certfile")
         try:
-            server = make_server(host, port, api, engine)
+            context = server_context(str(certfile), str(self.args.get("ssl_keyfile")),
+                                     self.args.get("ssl_ca_certs")) if certfile else None
+            server = make_server(host, port, api, engine, context)
         except OSError as error:
             reason = str(error.strerror or error).lower()
             logs.uvicorn(msg.UVICORN_BIND_ERROR.format(errno=error.errno, host=host, port=port, reason=reason), "ERROR")
@@ -415,7 +421,7 @@ class Simulator:
                 logs.uvicorn(text)
         serve_in_thread(server)
         if not quiet:
-            logs.uvicorn(msg.UVICORN_RUNNING.format(url=display_url(host, port)))
+            logs.uvicorn(msg.UVICORN_RUNNING.format(url=display_url(host, port, bool(certfile))))
         self.serving = True
         self.serve_started = time.monotonic()
 
@@ -532,18 +538,19 @@ class Simulator:
         """SGLang's _wait_and_warmup: GET /model_info, one /generate, then (0.5.23) POST /freeze_gc."""
         time.sleep(self.settings.warmup_seconds)
         host, port, key = str(self.args.get("host")), int(self.args["port"]), self.args.get("api_key")
+        tls = client_context(self.args.get("ssl_ca_certs")) if self.args.get("ssl_certfile") else None
         try:
-            self_request(host, port, "GET", "/model_info", None, key)
+            self_request(host, port, "GET", "/model_info", None, key, tls=tls)
             if self.faults.fail_warmup:
                 raise AssertionError("<Response [500]>")
-            status, _body = self_request(host, port, "POST", "/generate", WARMUP_BODY, key)
+            status, _body = self_request(host, port, "POST", "/generate", WARMUP_BODY, key, tls=tls)
             if status != 200:
                 raise AssertionError(f"<Response [{status}]>")
         except Exception as error:  # any warm-up failure kills the server, as in SGLang
             trace = logs.traceback_text(msg.WARMUP_FRAMES, f"{type(error).__name__}: {error}")
             procs.exit_now(self.faults.exit_code, logs.line(msg.WARMUP_FAILED.format(traceback=trace)) + "\n")
         if state.info.freeze_gc:
-            self_request(host, port, "POST", "/freeze_gc", None, key)
+            self_request(host, port, "POST", "/freeze_gc", None, key, tls=tls)
         state.ready.set()
         logs.log(msg.READY)
         self.after_ready()

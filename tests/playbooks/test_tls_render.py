@@ -1,0 +1,90 @@
+"""TLS through the roles, offline on the example inventory: the unit's ExecStart carries the three paths, the three
+files render to the PEM texts given (the template action and the restart decision's lookup byte for byte, so a TLS
+server is not restarted by every deploy), their modes, and every URL the roles call the server at is https with the
+CA file as uri's ca_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from helpers import ROOT
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUW\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49\n-----END PRIVATE KEY-----\n"
+CA = "-----BEGIN CERTIFICATE-----\nMIIBrjCCAVSgAwIBAgIUC\n-----END CERTIFICATE-----\n"
+
+PLAYBOOK = """
+- name: Resolve with TLS, write the TLS files as the deploy does, and keep what the roles would call
+  hosts: sglang_workers
+  gather_facts: false
+  vars:
+    sglang_config_plan: advisory
+  roles:
+    - role: sglang_config
+  tasks:
+    - name: Write the unit and the environment file (render.yml)
+      ansible.builtin.include_role:
+        name: sglang_service
+        tasks_from: render.yml
+        public: true
+    - name: Write the TLS files with the template action, as configure.yml does
+      ansible.builtin.template:
+        src: "{{ role_templates }}/{{ item.template }}"
+        dest: "{{ render_dir }}/{{ inventory_hostname }}/{{ item.dest | basename }}"
+        mode: "0600"
+      loop: "{{ __sglang_service_tls_files }}"
+      no_log: true
+      delegate_to: localhost
+    - name: Keep the lookups' renderings and the roles' addresses
+      ansible.builtin.copy:
+        dest: "{{ render_dir }}/{{ inventory_hostname }}.tls.json"
+        content: "{{ {'rendered': query('sglang.deploy.rendered', *templates),
+                      'files': sglang_service_all_files, 'base_url': sglang_service_base_url,
+                      'ca_path': sglang_service_ca_path, 'health': __sglang_service_health_url | trim,
+                      'url': sglang_config.url, 'tls': sglang_config.tls} | to_json }}"
+        mode: "0600"
+      vars:
+        templates: "{{ __sglang_service_tls_files | map(attribute='template')
+                       | map('regex_replace', '^', role_templates ~ '/') | list }}"
+      delegate_to: localhost
+"""
+
+
+def test_tls_renders_the_files_the_flags_and_https_everywhere(tmp_path: Path) -> None:
+    playbook = tmp_path / "tls.yml"
+    playbook.write_text(PLAYBOOK)
+    extra = tmp_path / "tls-vars.yml"
+    extra.write_text(yaml.safe_dump({"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA,
+                                     "role_templates": str(ROOT / "roles/sglang_service/templates")}))
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
+    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    proc = subprocess.run([command, str(playbook), "-i", "inventory/example", "-e", f"render_dir={tmp_path}",
+                           "-e", f"@{extra}"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "MIGHAgEAMBMGByqGSM49" not in proc.stdout + proc.stderr, "the key reached Ansible's output"
+
+    host = tmp_path / "gpu-node-1"
+    unit = (host / "sglang-kimi.service").read_text()
+    for flag, path in (("--ssl-certfile", "kimi.tls.crt"), ("--ssl-keyfile", "kimi.tls.key"),
+                       ("--ssl-ca-certs", "kimi.tls-ca.crt")):
+        assert f"{flag} /etc/sglang/{path}" in unit
+    assert "MIGHAgEAMBMGByqGSM49" not in unit + (host / "kimi.env").read_text()
+
+    written = {name: (host / name).read_text() for name in ("kimi.tls.crt", "kimi.tls.key", "kimi.tls-ca.crt")}
+    assert written == {"kimi.tls.crt": CERT, "kimi.tls.key": KEY, "kimi.tls-ca.crt": CA}
+    seen = json.loads((tmp_path / "gpu-node-1.tls.json").read_text())
+    assert seen["rendered"] == list(written.values())
+    modes = {Path(f["dest"]).name: (f["mode"], f["group"]) for f in seen["files"]}
+    assert modes["kimi.tls.key"] == ("0640", "sglang") and modes["kimi.tls.crt"] == ("0640", "sglang")
+    assert modes["kimi.tls-ca.crt"] == ("0644", "root")
+    assert seen["base_url"] == "https://127.0.0.1:30000"
+    assert seen["health"].startswith("https://127.0.0.1:30000/")
+    assert seen["ca_path"] == "/etc/sglang/kimi.tls-ca.crt"
+    assert seen["url"].startswith("https://") and seen["tls"]["https"] is True
