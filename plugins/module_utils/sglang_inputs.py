@@ -732,29 +732,37 @@ def account_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
     return errors
 
 
-# The host side: an existing account the package did not create (its passwd entry's comment is not ACCOUNT_COMMENT
-# and no stamp of the stack says the package installed the host) is refused unless the opt-in adopts it.
+# The host side: an existing account the package did not create is refused unless the opt-in adopts it. The
+# package's own: its passwd comment is ACCOUNT_COMMENT (this release on), or, made by a release before the comment,
+# a system account (uid below 1000) with a nologin shell whose home is sglang_home, as the stack role makes it.
 ACCOUNT_COMMENT = "sglang-deploy service account"
 ADOPT_VARIABLE = "sglang_stack_adopt_existing_user"
+_NOLOGIN = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false")
+
+
+def _made_by_the_package(fields: list[str], home: str) -> bool:
+    uid, gecos, their_home, shell = (fields + [""] * 6)[1], (fields + [""] * 6)[3], (fields + [""] * 6)[4], \
+        (fields + [""] * 6)[5]
+    if gecos == ACCOUNT_COMMENT:
+        return True
+    return uid.isdigit() and int(uid) < 1000 and shell in _NOLOGIN and their_home.rstrip("/") == home.rstrip("/")
 
 
 def existing_account_problems(user: str, group: str, passwd: list[str] | None, group_entry: list[str] | None,
-                              installed: bool, adopt: bool) -> list[str]:
+                              home: str, adopt: bool) -> list[str]:
     """Refusals of the service user and group found on the host (``getent``'s fields after the name:
-    passwd ``[x, uid, gid, gecos, home, shell]``, group ``[x, gid, members]``); ``installed``: the stack's stamp
-    was found (the package has installed this host before), ``adopt``: sglang_stack_adopt_existing_user."""
+    passwd ``[x, uid, gid, gecos, home, shell]``, group ``[x, gid, members]``); ``home``: sglang_home,
+    ``adopt``: sglang_stack_adopt_existing_user."""
     errors = []
     if passwd:
-        uid, gecos = str(passwd[1]) if len(passwd) > 1 else "", str(passwd[3]) if len(passwd) > 3 else ""
-        if uid == "0":
+        fields = [str(field) for field in passwd] + [""] * 6
+        if fields[1] == "0":
             errors.append(f"sglang_user: the account {user!r} has uid 0 on this host; allowed: {ACCOUNT_ALLOWED}")
-        elif gecos != ACCOUNT_COMMENT and not installed and not adopt:
-            home = passwd[4] if len(passwd) > 4 else "?"
-            shell = passwd[5] if len(passwd) > 5 else "?"
-            errors.append(f"sglang_user: the account {user!r} already exists on this host (uid {uid}, home {home}, "
-                          f"shell {shell}) and sglang-deploy did not create it: the install would give it a nologin "
-                          f"shell and sglang_home as its home; allowed: a name with no account on the host yet, or "
-                          f"{ADOPT_VARIABLE}: true to hand this account to the service")
+        elif not adopt and not _made_by_the_package(fields, home):
+            errors.append(f"sglang_user: the account {user!r} already exists on this host (uid {fields[1]}, home "
+                          f"{fields[4]}, shell {fields[5]}) and sglang-deploy did not create it: the install would "
+                          f"give it a nologin shell and {home} as its home; allowed: a name with no account on the "
+                          f"host yet, or {ADOPT_VARIABLE}: true to hand this account to the service")
     if group_entry and len(group_entry) > 1 and str(group_entry[1]) == "0":
         errors.append(f"sglang_group: the group {group!r} has gid 0 on this host; allowed: {ACCOUNT_ALLOWED}")
     return errors

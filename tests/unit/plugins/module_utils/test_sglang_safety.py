@@ -137,17 +137,28 @@ def test_the_login_user_is_never_the_service_account(login: str) -> None:
 def test_an_existing_account_is_refused_unless_the_package_made_it_or_it_is_adopted() -> None:
     alice = ["x", "1000", "1000", "Alice", "/home/alice", "/bin/bash"]
     mine = ["x", "998", "998", inputs.ACCOUNT_COMMENT, "/var/lib/sglang", "/usr/sbin/nologin"]
-    found = inputs.existing_account_problems("alice", "sglang", alice, None, installed=False, adopt=False)
+    home = "/var/lib/sglang"
+    found = inputs.existing_account_problems("alice", "sglang", alice, None, home, adopt=False)
     assert len(found) == 1 and found[0].startswith("sglang_user: the account 'alice' already exists")
     assert inputs.ADOPT_VARIABLE in found[0]
-    assert inputs.existing_account_problems("alice", "sglang", alice, None, installed=False, adopt=True) == []
-    assert inputs.existing_account_problems("sglang", "sglang", mine, None, installed=False, adopt=False) == []
-    assert inputs.existing_account_problems("sglang", "sglang", None, None, installed=False, adopt=False) == []
-    old = ["x", "998", "998", "", "/var/lib/sglang", "/usr/sbin/nologin"]  # made by a release before the comment
-    assert inputs.existing_account_problems("sglang", "sglang", old, None, installed=True, adopt=False) == []
-    toor = ["x", "0", "0", "", "/root", "/bin/sh"]
-    assert inputs.existing_account_problems("toor", "sglang", toor, None, installed=True, adopt=True)
-    assert inputs.existing_account_problems("sglang", "zero", None, ["x", "0", ""], installed=True, adopt=True)
+    assert inputs.existing_account_problems("alice", "sglang", alice, None, home, adopt=True) == []
+    assert inputs.existing_account_problems("sglang", "sglang", mine, None, home, adopt=False) == []
+    assert inputs.existing_account_problems("sglang", "sglang", None, None, home, adopt=False) == []
+    old = ["x", "998", "998", "", "/var/lib/sglang/", "/usr/sbin/nologin"]  # made by a release before the comment
+    assert inputs.existing_account_problems("sglang", "sglang", old, None, home, adopt=False) == []
+    www = ["x", "33", "33", "www-data", "/var/www", "/usr/sbin/nologin"]  # a daemon's account: another home
+    assert inputs.existing_account_problems("www", "sglang", www, None, home, adopt=False)
+    toor = ["x", "0", "0", inputs.ACCOUNT_COMMENT, "/root", "/bin/sh"]
+    assert inputs.existing_account_problems("toor", "sglang", toor, None, home, adopt=True)
+    assert inputs.existing_account_problems("sglang", "zero", None, ["x", "0", ""], home, adopt=True)
+
+
+def test_the_account_filter_reads_getent_facts() -> None:
+    from ansible_collections.sglang.deploy.plugins.filter.accounts import account_refusals
+    passwd = {"alice": ["x", "1000", "1000", "", "/home/alice", "/bin/bash"]}
+    assert account_refusals(passwd, "alice", "sglang", {"sglang": None}, "/var/lib/sglang")
+    assert account_refusals({"sglang": None}, "sglang", "sglang", {"sglang": None}, "/var/lib/sglang") == []
+    assert account_refusals(passwd, "alice", "sglang", None, "/var/lib/sglang", True) == []
 
 
 # --- the dump directory and its prune -------------------------------------------------------------
