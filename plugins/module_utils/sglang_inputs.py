@@ -924,5 +924,51 @@ def cross_field_problems(given: dict[str, Any], known: dict[str, Any]) -> list[s
 def safety(given: dict[str, Any], known: dict[str, Any], errors: list[str] | None = None) -> list[str]:
     """The refusals of issue 49, for variables not already refused by the checks before them."""
     found = (owned_path_problems(given, known) + account_problems(given, known) + presharded_problems(given, known)
-             + url_and_lease_problems(given, known) + switch_problems(given) + cross_field_problems(given, known))
+             + url_and_lease_problems(given, known) + switch_problems(given) + cross_field_problems(given, known)
+             + low_problems(given, known))
     return [e for e in found if not errors_about(errors or [], e.split(":", 1)[0].split("[", 1)[0])]
+
+
+# Low-severity cases of issue 49, each with its reason.
+# LimitNOFILE= below what a server with thousands of connections, NCCL's sockets and the safetensors files needs:
+# the kernel's own default soft limit (1024) is the floor.
+LIMIT_NOFILE_MIN = 1024
+_SPECULATIVE_ONLY = ("sglang_speculative_accept_threshold_single", "sglang_speculative_accept_threshold_acc")
+
+
+def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    errors = []
+    nofile = given.get("sglang_service_limit_nofile")
+    if nofile is not None and not isinstance(nofile, bool):
+        try:
+            if to_int(nofile) < LIMIT_NOFILE_MIN:
+                errors.append(f"sglang_service_limit_nofile: {nofile} open files cannot hold the server's sockets "
+                              f"and the model's files; allowed: at least {LIMIT_NOFILE_MIN}")
+        except (TypeError, ValueError):
+            pass  # refused by its type
+    numa = given.get("sglang_host_numa_memory")
+    if isinstance(numa, dict) and isinstance(numa.get("nodes_gb"), dict):
+        seen: dict[str, str] = {}
+        for node in numa["nodes_gb"]:
+            text = str(node)
+            number = str(int(text)) if text.isdigit() else None
+            if number is not None and number in seen:
+                errors.append(f"sglang_host_numa_memory: nodes_gb gives node {number} twice ({seen[number]!r} and "
+                              f"{text!r}), and the plan would keep one silently; allowed: each node once")
+            elif number is not None:
+                seen[number] = text
+    algorithm = _setting(given, known, "sglang_speculative_algorithm")
+    for var in _SPECULATIVE_ONLY:
+        if var in given and not is_unset(given[var]) and is_unset(algorithm):
+            errors.append(f"{var}: has no effect without speculative decoding (sglang_speculative_algorithm is not "
+                          "set), and would be written to the unit doing nothing; allowed: leave it out, or set "
+                          "sglang_speculative_algorithm")
+    extra = given.get("sglang_extra_args")
+    if isinstance(extra, dict):
+        for key in extra:
+            if str(key).lstrip("-").replace("_", "-") == "numa-node":
+                errors.append(f"sglang_extra_args[{key!r}]: binds the ranks to NUMA nodes without the plan's check of "
+                              "each node's memory; allowed: sglang_numa_bind: auto (planned with "
+                              "sglang_host_numa_memory or the host's reading)")
+    return errors
+

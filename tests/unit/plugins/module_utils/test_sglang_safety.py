@@ -282,3 +282,22 @@ def test_the_defaults_pass_the_safety_rules() -> None:
                 if option.get("default") is not None and "{{" not in str(option.get("default"))
                 and name not in inputs.PLAYBOOK_SWITCHES}
     assert inputs.safety(defaults, KNOWN) == []
+
+
+# --- the low-severity cases ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("given", "variable"), [
+    ({"sglang_service_limit_nofile": 1}, "sglang_service_limit_nofile"),
+    ({"sglang_host_numa_memory": {"nodes_gb": {"0": 220, "00": 90}, "gpus": [0, 0]}}, "sglang_host_numa_memory"),
+    ({"sglang_speculative_accept_threshold_single": 0.5}, "sglang_speculative_accept_threshold_single"),
+    ({"sglang_extra_args": {"numa-node": [0, 1]}}, "sglang_extra_args['numa-node']"),
+])
+def test_the_low_severity_cases_are_refused(given: dict[str, Any], variable: str) -> None:
+    found = [e for e in refusals(**given) if e.startswith(variable)]
+    assert found and "allowed:" in found[0], refusals(**given)
+
+
+def test_the_low_severity_rules_accept_the_usual_values() -> None:
+    assert refusals(sglang_service_limit_nofile=1048576) == []
+    assert refusals(sglang_host_numa_memory={"nodes_gb": {"0": 220, "1": 90}, "gpus": [0, 1]}) == []
+    assert refusals(sglang_speculative_algorithm="EAGLE3", sglang_speculative_accept_threshold_single=0.5) == []
