@@ -43,7 +43,7 @@ PLAY_VARIABLES = {
     "sglang_config": "",  # the published fact (roles/sglang_config)
 }
 PREFIXES = ("sglang_", "nvidia_driver_")
-INTERNAL = re.compile(r"^__(sglang|nvidia|render)")
+INTERNAL = re.compile(r"^__(sglang|nvidia|render|check_|deploy_)")
 
 # Numbers: (minimum, maximum, what is allowed). An int option not listed must be >= 1. The SGLang
 # settings' own ranges are their rows' in the settings table (sglang_settings), checked from there.

@@ -246,6 +246,8 @@ def _class11(add: Add) -> None:
     add(11, "switch-config-refuse-false", {"sglang_config_refuse": False})
     add(11, "switch-driver-preflight-refuse", {"nvidia_driver_preflight_refuse": False})
     add(11, "switch-service-refusals", {"sglang_service_refusals": []})
+    add(11, "internal-check-report", {"__check_report": True})  # plan.yml's report mode, never the inventory's
+    add(11, "internal-deploy-account-refusals", {"__deploy_account_refusals": []})
     add(11, "draft-tokens-below-steps", {"sglang_speculative_num_draft_tokens": 3})
     add(11, "draft-tokens-realigned", {"sglang_speculative_num_draft_tokens": 8})
     add(11, "env-value-e2big", {"sglang_env": {"NCCL_DEBUG": "x" * 200_000}})
