@@ -246,7 +246,6 @@ def _class11(add: Add) -> None:
     add(11, "switch-config-refuse-false", {"sglang_config_refuse": False})
     add(11, "switch-driver-preflight-refuse", {"nvidia_driver_preflight_refuse": False})
     add(11, "switch-service-refusals", {"sglang_service_refusals": []})
-    add(11, "internal-check-report", {"__check_report": True})  # plan.yml's report mode, never the inventory's
     add(11, "internal-deploy-account-refusals", {"__deploy_account_refusals": []})
     add(11, "draft-tokens-below-steps", {"sglang_speculative_num_draft_tokens": 3})
     add(11, "draft-tokens-realigned", {"sglang_speculative_num_draft_tokens": 8})
@@ -423,6 +422,16 @@ def test_the_matrix_covers_every_class_with_at_least_100_inputs() -> None:
     assert len(CASES) >= 100
     assert len({case.name for case in CASES}) == len(CASES)
     print("MEASURED bad-input matrix:", len(CASES), "inputs;", dict(sorted(per_class.items())))
+
+
+def test_plan_yml_s_report_switch_cannot_be_given(tmp_path: Path) -> None:
+    """__check_report (plan.yml's report mode, a play variable there) given with -e to render.yml: refused naming
+    it, nothing written. (Not a case of the matrix: in plan.yml the refused host has no plan to keep the reason.)"""
+    result = _run(ROOT / "inventory/example", "playbooks/render.yml", "-e", "__check_report=true",
+                  "-e", f"render_dir={tmp_path / 'render'}")
+    outcome = _outcomes(result)
+    assert outcome and all(_names_variable(message, "__check_report") for _task, message, _seen in outcome.values())
+    assert not (tmp_path / "render").exists()
 
 
 def test_every_declared_option_is_touched_by_a_case() -> None:
