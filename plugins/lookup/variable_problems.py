@@ -111,7 +111,7 @@ class LookupModule(LookupBase):
         given: dict[str, Any] = {}
         problems: list[str] = []
         for name in names:
-            if name == "sglang_config" or not _ours(name, known):
+            if name == "sglang_config" or not (_ours(name, known) or name in sglang_inputs.LOGIN_VARIABLES):
                 continue
             try:
                 given[name] = self._templar.template(raw[name])

@@ -605,6 +605,7 @@ def with_presharded(config: dict[str, Any], pinned: dict[str, Any] | None,
     need = presharded.needed_bytes(int(model_bytes or 0), int(draft_bytes))
     free = state.get("free_bytes")
     errors = [] if is_ready else [e for e in [presharded.disk_problem(dump["dir"], need, free)] if e]
+    errors += [e for e in [presharded.foreign_problem(dump["dir"], state)] if e]
     dump.update({"key": key, **presharded.paths(dump["dir"], key, dump["draft"]), "ready": is_ready,
                  "bytes": presharded.dump_bytes(state, key), "need_bytes": 0 if is_ready else need,
                  "free_bytes": free, "prune": presharded.to_prune(state, key)})

@@ -33,7 +33,7 @@ from ._firewall import EXTRA_VARIABLE as IP_ALLOW_EXTRA
 from ._firewall import extra_errors as ip_allow_extra_errors
 from ._stall import ALLOWED as STALL_ALLOWED
 from ._stall import stall_bounds
-from .sglang_config import checked
+from .sglang_config import MAX_ARG_STRLEN, checked
 from .sglang_quote import first_control_character
 from .sglang_settings import ALIASES, SETTINGS, Kind, bind_address
 from .sglang_types import SIZE_ALLOWED, Problems, is_unset, to_bool, to_bytes, to_float, to_int
@@ -47,7 +47,7 @@ PLAY_VARIABLES = {
     "sglang_config": "",  # the published fact (roles/sglang_config)
 }
 PREFIXES = ("sglang_", "nvidia_driver_")
-INTERNAL = re.compile(r"^__(sglang|nvidia|render)")
+INTERNAL = re.compile(r"^__(sglang|nvidia|render|check_|deploy_)")
 
 # Numbers: (minimum, maximum, what is allowed). An int option not listed must be >= 1. The SGLang
 # settings' own ranges are their rows' in the settings table (sglang_settings), checked from there.
@@ -158,6 +158,7 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
     errors += _cross(given, known)
     if "sglang_routers" in groups:
         errors += [e for e in _router_control_plane(given, known) if not errors_about(errors, e.split(":", 1)[0])]
+    errors += safety(given, known, errors)
     return errors
 
 
@@ -589,3 +590,492 @@ def _ip_allow(var: str, typed: Any) -> list[str]:
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
 _RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls,
           _numa, _ip_allow)
+
+
+# --- no input can hurt a host (issue 49) -------------------------------------------------------
+# Appended rules, each a table and a function: the paths the package owns, chowns, makes writable or prunes;
+# the accounts it creates; the presharded dump directory; hook files, URL paths and the lease; switches the
+# playbooks set; cross-field rules. ``safety(given, known)`` (called by ``check``) returns their refusals.
+
+# Directories of the system, refused as a path the package owns (creates, chowns, makes writable for the unit or
+# prunes), with the reason. "tree": refused with everything under it; "dir": refused itself (a directory under
+# it, /opt/sglang, /var/lib/sglang, /srv/models, is allowed).
+SYSTEM_PATHS: dict[str, tuple[str, str]] = {
+    "/": ("dir", "the root of the filesystem (chowned, sshd's StrictModes refuses every login key)"),
+    "/bin": ("tree", "the system's programs (with merged /usr, a link into /usr)"),
+    "/sbin": ("tree", "the system's programs (with merged /usr, a link into /usr)"),
+    "/lib": ("tree", "the system's libraries (with merged /usr, a link into /usr)"),
+    "/lib32": ("tree", "the system's libraries"),
+    "/lib64": ("tree", "the system's libraries and the dynamic loader"),
+    "/libx32": ("tree", "the system's libraries"),
+    "/usr": ("tree", "the system's programs and libraries (read-only for the unit under ProtectSystem=strict)"),
+    "/etc": ("tree", "the system's configuration (a writable /etc gives the server cron.d and ld.so.preload: root)"),
+    "/boot": ("tree", "the kernel and the boot loader"),
+    "/proc": ("tree", "the kernel's process interface, not storage"),
+    "/sys": ("tree", "the kernel's device interface, not storage"),
+    "/dev": ("tree", "device nodes, not storage"),
+    "/run": ("tree", "a tmpfs emptied at every boot, and the system's sockets"),
+    "/tmp": ("tree", "world-writable scratch, which the unit's PrivateTmp= hides and any user may pre-create"),
+    "/var/tmp": ("tree", "world-writable scratch, which the unit's PrivateTmp= hides and any user may pre-create"),
+    "/root": ("tree", "root's home"),
+    "/home": ("dir", "the parent of the users' homes"),
+    "/opt": ("dir", "the parent of every add-on package (use a directory of its own, /opt/<name>/...)"),
+    "/srv": ("dir", "the parent of every site's data (use a directory of its own, /srv/<name>)"),
+    "/mnt": ("dir", "the parent of mount points"),
+    "/media": ("dir", "the parent of removable media"),
+    "/var": ("dir", "the system's variable data"),
+    "/var/lib": ("dir", "every package's state"),
+    "/var/log": ("dir", "every program's logs"),
+    "/var/cache": ("dir", "every package's caches"),
+    "/var/spool": ("dir", "mail, print and cron queues"),
+    "/var/mail": ("dir", "the users' mail"),
+    "/var/opt": ("dir", "the add-on packages' variable data"),
+    "/var/local": ("dir", "the local administrator's variable data"),
+    "/var/backups": ("dir", "the system's backups"),
+    "/snap": ("dir", "snap packages"),
+    "/lost+found": ("dir", "fsck's recovered files"),
+}
+# Directories of /etc the operating system owns: a configuration directory of the package (root:<group> 0750) may
+# be /etc/<name> of its own, never one of these, anything under them, nor /etc itself.
+ETC_SYSTEM = frozenset({
+    "alternatives", "apparmor.d", "apt", "cron.d", "cron.daily", "cron.hourly", "cron.monthly", "cron.weekly",
+    "dbus-1", "default", "docker", "dpkg", "environment.d", "init.d", "kernel", "ld.so.conf.d", "logrotate.d",
+    "modprobe.d", "modules-load.d", "netplan", "network", "NetworkManager", "pam.d", "polkit-1", "profile.d",
+    "rc0.d", "rc1.d", "rc2.d", "rc3.d", "rc4.d", "rc5.d", "rc6.d", "rcS.d", "security", "selinux", "skel",
+    "ssh", "ssl", "sudoers.d", "sysctl.d", "systemd", "tmpfiles.d", "udev", "X11",
+})
+# Paths the package owns: (variable, what the package does with it).
+OWNED_PATHS: dict[str, str] = {
+    "sglang_home": "the service user's home: created, chowned to sglang_user, writable for the unit",
+    "sglang_presharded_dir": "the presharded dump directory: created for sglang_user, its old dumps pruned",
+    "sglang_service_read_write_paths": "made writable for the unit (ReadWritePaths=)",
+    "sglang_venv_dir": "the server's virtualenv: created (its parent chowned root:sglang_group 0755)",
+    "sglang_router_venv_dir": "the router's virtualenv: created, with its parent",
+    "sglang_stack_wheelhouse_dir": "the stack's wheelhouse: created and filled",
+    "sglang_stack_uv_dir": "uv's directory: created and filled",
+    "sglang_stack_python_install_dir": "uv's Python installs: created and filled",
+    "sglang_router_wheelhouse_dir": "the router's wheelhouse: created root:root 0755 and filled",
+    "sglang_weights_state_dir": "the weights' state: created and written",
+}
+# Of those, the ones whose parent directory the package creates and chowns too.
+OWNED_PARENTS = {"sglang_venv_dir", "sglang_router_venv_dir"}
+# Configuration directories (root:<group> 0750 and the files in them): /etc/<name> of their own, or owned as above.
+CONFIG_DIRS: dict[str, str] = {
+    "sglang_service_config_dir": "the server's configuration directory (root:sglang_group 0750)",
+    "sglang_router_config_dir": "the router's configuration directory",
+    "sglang_rollout_rollback_dir": "the rollback copies of the server's files",
+}
+# Files the package writes, whose directory it creates: the directory follows the owned paths' rule.
+OWNED_FILES: dict[str, str] = {
+    "sglang_rollout_lease_file": "the fleet's rollout lease, on the lease host",
+    "sglang_weights_hf_token_file": "the Hugging Face token, on each server",
+}
+# Where the unit file goes: only a directory systemd reads system units from.
+UNIT_DIRS = frozenset({"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system"})
+# The model's and the draft's directories, which no owned path may equal, contain or lie in (the prune, the chown).
+MODEL_PATHS = ("sglang_model_path", "sglang_speculative_draft_model_path")
+OWNED_ALLOWED = ("a directory of the package's own: not /, not a top-level system directory (/opt, /srv, /var/lib "
+                 "themselves), nothing under /etc, /usr, /boot, /proc, /sys, /dev, /run, /tmp, /var/tmp or /root, "
+                 "not a user's home (/home/<user>), and neither the model's or the draft's directory nor one "
+                 "inside or above them (docs/configuration.md, What is refused)")
+
+
+def _norm(path: str) -> str:
+    import posixpath
+    return posixpath.normpath(path) if path.startswith("/") else path
+
+
+def _under(path: str, root: str) -> bool:
+    """``path`` is ``root`` or below it."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def system_path_reason(path: str) -> str | None:
+    """Why ``path`` is the system's, never the package's; None when it may be the package's."""
+    path = _norm(str(path))
+    for root, (kind, reason) in SYSTEM_PATHS.items():
+        if path == root or (kind == "tree" and _under(path, root)):
+            return f"{root} is {reason}" if path == root else f"it is under {root}, {reason}"
+    parts = path.strip("/").split("/")
+    if parts[0] == "home" and len(parts) == 2:
+        return "it is a user's home (/home/<user>)"
+    return None
+
+
+def config_dir_reason(path: str) -> str | None:
+    """Why ``path`` may not be a configuration directory of the package; None when it may."""
+    path = _norm(str(path))
+    parts = path.strip("/").split("/")
+    if parts[0] == "etc":
+        if len(parts) == 1 or not parts[1]:
+            return "/etc is the system's configuration"
+        if parts[1] in ETC_SYSTEM:
+            return f"/etc/{parts[1]} is the operating system's"
+        return None
+    return system_path_reason(path)
+
+
+def _model_reason(path: str, models: dict[str, str]) -> str | None:
+    for var, model in models.items():
+        if _under(path, model):
+            return f"it is {var} ({model}) or inside it"
+        if _under(model, path):
+            return f"it holds {var} ({model})"
+    return None
+
+
+def _path_values(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    return [_norm(str(item)) for item in items if isinstance(item, str) and item.startswith("/")]
+
+
+def effective(given: dict[str, Any], known: dict[str, Any], name: str) -> Any:
+    """The value a host gets: given, else the spec's default, with the templated defaults this module can follow
+    (sglang_presharded_dir's "{{ sglang_home }}/presharded"); None for another templated default."""
+    value = given[name] if name in given else known.get(name, (None, {}))[1].get("default")
+    if isinstance(value, str) and "{{" in value:
+        if name == "sglang_presharded_dir":
+            home = effective(given, known, "sglang_home")
+            return f"{home}/presharded" if isinstance(home, str) else None
+        return None
+    return value
+
+
+def _models(given: dict[str, Any], known: dict[str, Any]) -> dict[str, str]:
+    found = {}
+    for var in MODEL_PATHS:
+        value = effective(given, known, var)
+        if isinstance(value, str) and value.startswith("/") and _norm(value) != "/":
+            found[var] = _norm(value)
+    return found
+
+
+def owned_path_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """Every path the package owns, chowns, makes writable or prunes, against the system's and the model's."""
+    errors = []
+    models = _models(given, known)
+    for var, what in {**OWNED_PATHS, **CONFIG_DIRS, **OWNED_FILES}.items():
+        if var not in given:
+            continue  # the defaults are the package's own (tests/unit: test_the_defaults_pass_the_safety_rules)
+        for path in _path_values(given[var]):
+            checked_path = posixpath_dirname(path) if var in OWNED_FILES else path
+            reason = (config_dir_reason(checked_path) if var in CONFIG_DIRS else system_path_reason(checked_path)) \
+                or _model_reason(checked_path, models)
+            if reason is None and var in OWNED_PARENTS:
+                parent = posixpath_dirname(path)
+                reason = system_path_reason(parent) or _model_reason(parent, models)
+                reason = reason and f"its parent {parent}, which the package creates and chowns: {reason}"
+            if reason:
+                where = "the directory of " if var in OWNED_FILES else ""
+                errors.append(f"{var}: {where}{path} cannot be the package's ({what}): {reason}; allowed: "
+                              f"{OWNED_ALLOWED}{', or /etc/<name> of its own' if var in CONFIG_DIRS else ''}")
+    unit_dir = given.get("sglang_service_unit_dir")
+    if isinstance(unit_dir, str) and unit_dir.startswith("/") and _norm(unit_dir) not in UNIT_DIRS:
+        errors.append(f"sglang_service_unit_dir: {unit_dir} is not where systemd reads system units; allowed: "
+                      f"{', '.join(sorted(UNIT_DIRS))}")
+    errors += _model_paths_problems(given, known)
+    return errors
+
+
+def posixpath_dirname(path: str) -> str:
+    import posixpath
+    return posixpath.dirname(path.rstrip("/")) or "/"
+
+
+def _model_paths_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """The model and the draft are read, never owned: neither is / nor a system directory, and the home holds
+    neither (the unit could write them) unless the model is given apart from it."""
+    errors = []
+    for var in MODEL_PATHS:
+        value = given.get(var)
+        if isinstance(value, str) and value.startswith("/"):
+            path = _norm(value)
+            parts = path.strip("/").split("/")
+            if path == "/" or (path in SYSTEM_PATHS and SYSTEM_PATHS[path][0] == "dir") or \
+                    (len(parts) == 1 and path in SYSTEM_PATHS):
+                errors.append(f"{var}: {path} is a system directory, not a model's; allowed: the directory of the "
+                              "model's files (config.json, *.safetensors), such as /models/<name>")
+    return errors
+
+
+# Accounts the package creates: never root, an account of the operating system, or the inventory's login user.
+ACCOUNTS: dict[str, str] = {
+    "sglang_user": "the server's service user (created with a nologin shell and sglang_home as its home)",
+    "sglang_group": "the server's group (created; the service user's primary group)",
+    "sglang_router_user": "the router's service user (created with a nologin shell)",
+}
+# The accounts and groups every Debian and Ubuntu host has (base-passwd, systemd, adduser's groups): taking one
+# over changes the shell, the home or the members of an account the system relies on. root is uid and gid 0.
+SYSTEM_ACCOUNTS = frozenset({
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp", "proxy", "www-data",
+    "backup", "list", "irc", "gnats", "nobody", "nogroup", "_apt", "messagebus", "sshd", "syslog", "systemd-network",
+    "systemd-resolve", "systemd-timesync", "systemd-journal", "systemd-coredump", "polkitd", "adm", "tty", "disk",
+    "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo", "wheel", "audio", "dip", "operator",
+    "src", "shadow", "utmp", "video", "render", "sasl", "plugdev", "staff", "users", "input", "kvm", "netdev",
+    "docker", "lxd", "crontab", "ssh", "admin", "ubuntu", "debian",
+})
+# Where the inventory names the account Ansible logs in with.
+LOGIN_VARIABLES = ("ansible_user", "ansible_ssh_user", "ansible_remote_user")
+ACCOUNT_ALLOWED = ("a name of the package's own such as sglang (not root or another account of the operating "
+                   "system, not the account Ansible logs in with)")
+
+
+def account_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """The accounts the package creates are never root, the system's, nor the login user."""
+    logins = {str(given[name]) for name in LOGIN_VARIABLES if isinstance(given.get(name), str) and given[name]}
+    errors = []
+    for var, what in ACCOUNTS.items():
+        name = effective(given, known, var)
+        if not isinstance(name, str):
+            continue
+        if name in SYSTEM_ACCOUNTS:
+            why = "is root (uid and gid 0)" if name == "root" else "is an account of the operating system"
+            errors.append(f"{var}: {name!r} {why}, and the package would make it {what}; allowed: {ACCOUNT_ALLOWED}")
+        elif name in logins:
+            source = next(n for n in LOGIN_VARIABLES if given.get(n) == name)
+            errors.append(f"{var}: {name!r} is the account Ansible logs in with ({source}): the package would give it "
+                          f"a nologin shell and another home, and the next run could not log in; allowed: "
+                          f"{ACCOUNT_ALLOWED}")
+    return errors
+
+
+# The host side: an existing account the package did not create is refused unless the opt-in adopts it. The
+# package's own: its passwd comment is ACCOUNT_COMMENT (this release on), or, made by a release before the comment,
+# a system account (uid below 1000) with a nologin shell whose home is sglang_home, as the stack role makes it.
+ACCOUNT_COMMENT = "sglang-deploy service account"
+ADOPT_VARIABLE = "sglang_stack_adopt_existing_user"
+_NOLOGIN = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false")
+
+
+def _made_by_the_package(fields: list[str], home: str) -> bool:
+    uid, gecos, their_home, shell = (fields + [""] * 6)[1], (fields + [""] * 6)[3], (fields + [""] * 6)[4], \
+        (fields + [""] * 6)[5]
+    if gecos == ACCOUNT_COMMENT:
+        return True
+    return uid.isdigit() and int(uid) < 1000 and shell in _NOLOGIN and their_home.rstrip("/") == home.rstrip("/")
+
+
+def existing_account_problems(user: str, group: str, passwd: list[str] | None, group_entry: list[str] | None,
+                              home: str, adopt: bool) -> list[str]:
+    """Refusals of the service user and group found on the host (``getent``'s fields after the name:
+    passwd ``[x, uid, gid, gecos, home, shell]``, group ``[x, gid, members]``); ``home``: sglang_home,
+    ``adopt``: sglang_stack_adopt_existing_user."""
+    errors = []
+    if passwd:
+        fields = [str(field) for field in passwd] + [""] * 6
+        if fields[1] == "0":
+            errors.append(f"sglang_user: the account {user!r} has uid 0 on this host; allowed: {ACCOUNT_ALLOWED}")
+        elif not adopt and not _made_by_the_package(fields, home):
+            errors.append(f"sglang_user: the account {user!r} already exists on this host (uid {fields[1]}, home "
+                          f"{fields[4]}, shell {fields[5]}) and sglang-deploy did not create it: the install would "
+                          f"give it a nologin shell and {home} as its home; allowed: a name with no account on the "
+                          f"host yet, or {ADOPT_VARIABLE}: true to hand this account to the service")
+    if group_entry and len(group_entry) > 1 and str(group_entry[1]) == "0":
+        errors.append(f"sglang_group: the group {group!r} has gid 0 on this host; allowed: {ACCOUNT_ALLOWED}")
+    return errors
+
+
+# The presharded dump directory holds the package's dumps only: never the weights, the home or a cache.
+CACHE_DIRS = (".cache", ".triton", ".nv", "huggingface")
+PRESHARDED_ALLOWED = ("a directory for the dumps alone, such as <sglang_home>/presharded: not sglang_home itself nor "
+                      "above it, not a cache (<home>/.cache ...), neither the model's or the draft's directory nor "
+                      "inside or above them")
+
+
+def presharded_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """sglang_presharded_dir against the weights, the home and the caches; the presharded load format through
+    sglang_extra_args, which would bypass sglang_presharded's checks."""
+    errors = []
+    directory = effective(given, known, "sglang_presharded_dir")
+    home = effective(given, known, "sglang_home")
+    mentioned = {"sglang_presharded_dir", "sglang_home", *MODEL_PATHS} & set(given)
+    if isinstance(directory, str) and directory.startswith("/") and mentioned:
+        path = _norm(str(directory))
+        reason = _model_reason(path, _models(given, known))
+        if reason is None and isinstance(home, str) and home.startswith("/") and _under(_norm(home), path):
+            reason = f"it is sglang_home ({home}) or above it, whose caches and state the prune would delete"
+        if reason is None and any(part in CACHE_DIRS for part in path.strip("/").split("/")):
+            reason = "it is a cache directory"
+        if reason:
+            errors.append(f"sglang_presharded_dir: {path} cannot hold the dumps: {reason}; allowed: "
+                          f"{PRESHARDED_ALLOWED}")
+    extra = given.get("sglang_extra_args")
+    if isinstance(extra, dict):
+        for key, value in extra.items():
+            flag = str(key).lstrip("-").replace("_", "-")
+            if (flag == "load-format" and str(value).strip().lower() == "presharded") or \
+                    (flag == "model-loader-extra-config" and "presharded" in str(value)):
+                errors.append(f"sglang_extra_args[{key!r}]: sets SGLang's presharded loading past the deploy's dump "
+                              "key, directory check and prune; allowed: sglang_presharded: true (with "
+                              "sglang_presharded_dir)")
+    return errors
+
+
+# Every hook the rollout includes is an existing task file on the controller (HOOK_FILES' rule).
+HOOK_FILES |= {"sglang_rollout_post_drain_hooks", "sglang_rollout_pre_start_hooks", "sglang_rollout_pre_rejoin_hooks"}
+# Paths of a URL the roles request: a path starting with '/', of the characters a URL path takes.
+URL_PATHS = {"sglang_service_health_path"}
+_URL_PATH_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*(\?[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?\Z")
+# The lease: its file an absolute path (one lease for every login user), its TTL at least LEASE_TTL_MIN and at least
+# one batch's longest wait between renewals (the drain, then the load: sglang_service_drain_timeout +
+# sglang_ready_timeout), so that a live deploy's lease never lapses to a second operator mid-batch.
+LEASE_TTL_MIN = 600
+
+
+def url_and_lease_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    errors = []
+    for var in sorted(URL_PATHS & set(given)):
+        value = given[var]
+        if isinstance(value, str) and not _URL_PATH_RE.match(value):
+            errors.append(f"{var}: {value!r} is not the path of a URL (every readiness wait would run to its "
+                          "timeout); allowed: a path starting with '/', such as /health_generate")
+    lease_file = given.get("sglang_rollout_lease_file")
+    if lease_file is not None and not (isinstance(lease_file, str) and _PATH_RE.match(lease_file)
+                                       and not lease_file.endswith("/")):
+        errors.append(f"sglang_rollout_lease_file: {lease_file!r} is not an absolute file path (a relative one "
+                      "gives each login user a lease of their own); allowed: an absolute path such as "
+                      "/var/lib/sglang-deploy/rollout-lease.json")
+    timing = [n for n in ("sglang_rollout_lease_ttl", "sglang_ready_timeout", "sglang_service_drain_timeout")
+              if n in given]
+    if timing and to_bool_or(effective(given, known, "sglang_rollout_lease"), True):
+        try:
+            ttl = to_int(effective(given, known, "sglang_rollout_lease_ttl"))
+            batch = to_int(effective(given, known, "sglang_ready_timeout")) + \
+                to_int(effective(given, known, "sglang_service_drain_timeout"))
+        except (TypeError, ValueError):
+            return errors
+        need = max(LEASE_TTL_MIN, batch)
+        if ttl < need:
+            errors.append(f"{timing[0]}: sglang_rollout_lease_ttl {ttl} s is shorter than a batch can wait "
+                          "between two renewals (sglang_service_drain_timeout + sglang_ready_timeout = "
+                          f"{batch} s), so the lease could lapse mid-batch and a second deploy take it; allowed: "
+                          f"at least {need} s (never below {LEASE_TTL_MIN})")
+    return errors
+
+
+def to_bool_or(value: Any, default: bool) -> bool:
+    try:
+        return to_bool(value)
+    except (TypeError, ValueError):
+        return default
+
+
+# Role variables the playbooks set for each task: from the inventory they are ignored, from -e they override the
+# playbook and skip a safety step. Variable -> what it would skip.
+PLAYBOOK_SWITCHES: dict[str, str] = {
+    "sglang_config_refuse": "the refusal of a bad configuration (plan.yml sets it to report instead)",
+    "sglang_rollout_lease_action": "the fleet's rollout lease (deploy.yml takes, renews and gives it back)",
+    "sglang_config_refusals": "the roles' settings checks that deploy.yml collects",
+    "sglang_service_refusals": "the refusals deploy.yml passes to the restart decision",
+    "sglang_service_deployed_state": "the host's read of its deployed files, for the restart decision",
+    "sglang_service_install_state": "the install roles' stamps, for the restart decision",
+    "sglang_service_driver_plan": "the driver's plan, for the restart decision",
+    "nvidia_driver_preflight_refuse": "the driver's preflight refusal",
+}
+
+
+def switch_problems(given: dict[str, Any]) -> list[str]:
+    return [f"{name}: is set by the playbooks for each task, and given from the inventory or -e it would skip "
+            f"{why}; allowed: leave it out (plan.yml reports refusals without failing; sglang_rollout_lease: false "
+            "is the documented way to run without the lease)" for name, why in PLAYBOOK_SWITCHES.items()
+            if name in given]
+
+
+# Cross-field rules. SGLang 0.5.23 (srt/arg_groups/speculative_hook.py, _handle_eagle_family, lines 1255-1266): with
+# speculative_eagle_topk 1, a speculative_num_draft_tokens other than speculative_num_steps + 1 is replaced by it,
+# with a log line only; fewer draft tokens than steps + 1 cannot verify every step.
+_EAGLE = {"EAGLE", "EAGLE3", "NEXTN"}
+
+
+def _setting(given: dict[str, Any], known: dict[str, Any], var: str) -> Any:
+    short = var.removeprefix("sglang_")
+    for name, target in ALIASES.items():
+        if target == var and name in given:
+            return given[name]
+    return given.get(var, given.get(short, known.get(var, (None, {}))[1].get("default")))
+
+
+def cross_field_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    errors = []
+    names = ("sglang_speculative_num_steps", "sglang_speculative_num_draft_tokens", "sglang_speculative_eagle_topk")
+    if any(n in given or n.removeprefix("sglang_") in given for n in names):
+        algorithm = str(_setting(given, known, "sglang_speculative_algorithm") or "").upper()
+        try:
+            steps, tokens = (to_int(_setting(given, known, n)) for n in names[:2])
+            topk_value = _setting(given, known, names[2])
+            topk = to_int(topk_value) if not is_unset(topk_value) else 1
+        except (TypeError, ValueError):
+            steps = tokens = topk = None
+        if algorithm in _EAGLE and steps is not None and tokens is not None \
+                and (tokens < steps + 1 or (topk == 1 and tokens != steps + 1)):
+            errors.append(f"sglang_speculative_num_draft_tokens: {tokens} with speculative_num_steps {steps} and "
+                          f"eagle_topk {topk}: SGLang 0.5.23 silently replaces it by num_steps + 1 = {steps + 1} "
+                          f"(speculative_hook.py, _handle_eagle_family); allowed: {steps + 1}"
+                          f"{' or more (eagle_topk > 1)' if topk != 1 else ''}")
+    env = given.get("sglang_env")
+    if isinstance(env, dict):
+        for key, value in env.items():
+            size = len(f"{key}={value}".encode("utf-8", "surrogatepass"))
+            if size >= MAX_ARG_STRLEN:
+                errors.append(f"sglang_env[{key!r}]: is {size} bytes as KEY=VALUE, and Linux refuses to start a "
+                              f"program with an environment string of {MAX_ARG_STRLEN} bytes or more (execve: E2BIG, "
+                              "MAX_ARG_STRLEN); allowed: a shorter value")
+    advertise = given.get("sglang_advertise_host")
+    if isinstance(advertise, str) and advertise and not re.fullmatch(r"[A-Za-z0-9._:\[\]-]+", advertise):
+        errors.append(f"sglang_advertise_host: {advertise!r} is not a host name or an address (the router would "
+                      "register an URL that does not resolve); allowed: a host name, an IPv4 address or an IPv6 "
+                      "address, without blanks")
+    return errors
+
+
+def safety(given: dict[str, Any], known: dict[str, Any], errors: list[str] | None = None) -> list[str]:
+    """The refusals of issue 49, for variables not already refused by the checks before them."""
+    found = (owned_path_problems(given, known) + account_problems(given, known) + presharded_problems(given, known)
+             + url_and_lease_problems(given, known) + switch_problems(given) + cross_field_problems(given, known)
+             + low_problems(given, known))
+    return [e for e in found if not errors_about(errors or [], e.split(":", 1)[0].split("[", 1)[0])]
+
+
+# Low-severity cases of issue 49, each with its reason.
+# LimitNOFILE= below what a server with thousands of connections, NCCL's sockets and the safetensors files needs:
+# the kernel's own default soft limit (1024) is the floor.
+LIMIT_NOFILE_MIN = 1024
+_SPECULATIVE_ONLY = ("sglang_speculative_accept_threshold_single", "sglang_speculative_accept_threshold_acc")
+
+
+def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    errors = []
+    nofile = given.get("sglang_service_limit_nofile")
+    if nofile is not None and not isinstance(nofile, bool):
+        try:
+            if to_int(nofile) < LIMIT_NOFILE_MIN:
+                errors.append(f"sglang_service_limit_nofile: {nofile} open files cannot hold the server's sockets "
+                              f"and the model's files; allowed: at least {LIMIT_NOFILE_MIN}")
+        except (TypeError, ValueError):
+            pass  # refused by its type
+    numa = given.get("sglang_host_numa_memory")
+    if isinstance(numa, dict) and isinstance(numa.get("nodes_gb"), dict):
+        seen: dict[str, str] = {}
+        for node in numa["nodes_gb"]:
+            text = str(node)
+            number = str(int(text)) if text.isdigit() else None
+            if number is not None and number in seen:
+                errors.append(f"sglang_host_numa_memory: nodes_gb gives node {number} twice ({seen[number]!r} and "
+                              f"{text!r}), and the plan would keep one silently; allowed: each node once")
+            elif number is not None:
+                seen[number] = text
+    algorithm = _setting(given, known, "sglang_speculative_algorithm")
+    for var in _SPECULATIVE_ONLY:
+        if var in given and not is_unset(given[var]) and is_unset(algorithm):
+            errors.append(f"{var}: has no effect without speculative decoding (sglang_speculative_algorithm is not "
+                          "set), and would be written to the unit doing nothing; allowed: leave it out, or set "
+                          "sglang_speculative_algorithm")
+    extra = given.get("sglang_extra_args")
+    if isinstance(extra, dict):
+        for key in extra:
+            if str(key).lstrip("-").replace("_", "-") == "numa-node":
+                errors.append(f"sglang_extra_args[{key!r}]: binds the ranks to NUMA nodes without the plan's check of "
+                              "each node's memory; allowed: sglang_numa_bind: auto (planned with "
+                              "sglang_host_numa_memory or the host's reading)")
+    return errors
+

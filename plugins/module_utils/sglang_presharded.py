@@ -37,6 +37,9 @@ READY_FILE = "READY"            # PreshardedModelLoader.READY_FILENAME
 KEY_VERSION = 1                 # bump when what the key covers changes
 KEY_RE = re.compile(r"^[0-9a-f]{16}$")
 DRAFT_SUFFIX = "-draft"
+# Written by the deploy into each dump root it names (roles/sglang_service, configure.yml) before SGLang's first
+# load: the prune removes only roots that carry it (issue 49: never a directory the deploy did not make).
+MARKER_FILE = ".sglang-deploy-dump"
 # A directory the unit's argv, its ReadWritePaths= and a JSON string carry without quoting surprises.
 DIR_RE = re.compile(r"^/[A-Za-z0-9._/-]*$")
 DIR_ALLOWED = ("an absolute path of letters, digits, '.', '_', '-' and '/' (no '..'), under sglang_home or "
@@ -145,12 +148,22 @@ def _free_bytes(directory: str) -> int | None:
 def read_state(directory: str) -> dict[str, Any]:
     """What is under the dump directory on the host: each key's dump (ready, bytes, mtime) and the free space."""
     dumps: dict[str, dict[str, Any]] = {}
+    foreign: list[str] = []
     if os.path.isdir(directory):
         for entry in os.scandir(directory):
-            if entry.is_dir(follow_symlinks=False):
+            if entry.is_dir(follow_symlinks=False) and is_key_name(entry.name):
                 dumps[entry.name] = {"ready": _ready(entry.path), "bytes": _tree_bytes(entry.path),
-                                     "mtime": int(entry.stat(follow_symlinks=False).st_mtime)}
-    return {"exists": os.path.isdir(directory), "dumps": dumps, "free_bytes": _free_bytes(directory)}
+                                     "mtime": int(entry.stat(follow_symlinks=False).st_mtime),
+                                     "marked": os.path.isfile(os.path.join(entry.path, MARKER_FILE))}
+            else:
+                foreign.append(entry.name)
+    return {"exists": os.path.isdir(directory), "dumps": dumps, "foreign": sorted(foreign),
+            "free_bytes": _free_bytes(directory)}
+
+
+def is_key_name(name: str) -> bool:
+    """A dump root's name: a key, or a key's draft."""
+    return bool(KEY_RE.match(name[:-len(DRAFT_SUFFIX)] if name.endswith(DRAFT_SUFFIX) else name))
 
 
 def ready(state: dict[str, Any], key: str, draft: bool) -> bool:
@@ -166,8 +179,9 @@ def dump_bytes(state: dict[str, Any], key: str) -> int:
 
 
 def to_prune(state: dict[str, Any], key: str) -> list[str]:
-    """The entries of the dump directory to remove once a start with ``key`` was recorded good: every one but
-    the key's own and the newest other complete dump (the previous configuration's, for a rollback)."""
+    """The entries of the dump directory to remove once a start with ``key`` was recorded good: every dump root
+    the deploy made (named as a key, with its marker) but the key's own and the newest other complete dump (the
+    previous configuration's, for a rollback). Never an entry without the marker, nor one not named as a key."""
     dumps = state.get("dumps") or {}
 
     def base(name: str) -> str:
@@ -176,7 +190,8 @@ def to_prune(state: dict[str, Any], key: str) -> list[str]:
     others = sorted((info.get("mtime") or 0, name) for name, info in dumps.items()
                     if KEY_RE.match(name) and name != key and info.get("ready"))
     keep = {key} | ({others[-1][1]} if others else set())
-    return sorted(name for name in dumps if base(name) not in keep)
+    return sorted(name for name, info in dumps.items()
+                  if base(name) not in keep and is_key_name(name) and (info or {}).get("marked"))
 
 
 def disk_problem(directory: str, need: int, free: int | None) -> str | None:
@@ -187,3 +202,13 @@ def disk_problem(directory: str, need: int, free: int | None) -> str | None:
             f"(the model's and the draft's safetensors + {MARGIN_FRACTION:.0%} + 1 GiB) under {directory}, and its "
             f"filesystem has {free / 1e9:,.1f} GB free; allowed: a directory on a filesystem with that much free, "
             "or sglang_presharded: false")
+
+
+def foreign_problem(directory: str, state: dict[str, Any]) -> str | None:
+    """Refusal when the dump directory holds anything but dumps (the weights, a cache, another program's files)."""
+    foreign = list(state.get("foreign") or [])
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+    return (f"sglang_presharded_dir: {directory} holds {shown}, which are not the deploy's dumps (a directory named "
+            "by a 16-hex-digit key); allowed: a directory for the dumps alone, such as <sglang_home>/presharded")

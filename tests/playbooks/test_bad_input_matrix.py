@@ -10,7 +10,10 @@ names another variable fails.
 Classes (issue 11): 1 unit-file injection, 2 role variables outside the resolve step, 3 values the
 real parser rejects, 4 failures that would wait for the start, 5 typos and silent no-ops, 6 Python
 errors instead of messages, 7 rollout settings checked late, 8 secrets on argv, 9 internal switches
-from outside, 10 settings through the sglang_extra_args back door.
+from outside, 10 settings through the sglang_extra_args back door; (issue 49) 11 inputs that would hurt a host:
+system paths and accounts, the dump directory, hooks, URL paths, the lease, switches the playbooks set, cross-field
+rules; 12 one case per declared option the classes before do not touch.
+test_every_declared_option_is_touched_by_a_case fails for an option no case touches that UNCOVERED does not list.
 """
 
 from __future__ import annotations
@@ -256,14 +259,139 @@ def _class10(add: Add) -> None:
         add(10, f"backdoor-{flag}", {"sglang_extra_args": {flag: "/etc/ssl/x.pem"}}, f"sglang_extra_args['{flag}']")
 
 
+def _class11(add: Add) -> None:
+    """No input can hurt a host (issue 49): system paths and accounts, the dump directory, hooks, URL paths, the
+    lease, switches the playbooks set, cross-field rules."""
+    for path in ("/", "/etc", "/etc/cron.d", "/usr/local/sglang", "/boot/x", "/proc/x", "/sys/x", "/dev/shm/x",
+                 "/tmp/sglang", "/var/tmp/x", "/run/sglang", "/root", "/root/x", "/home", "/home/ubuntu", "/opt",
+                 "/srv", "/var", "/var/lib", "/var/log", "/bin", "/lib64/x", "/models", "/models/Kimi-K2.5/state"):
+        add(11, f"home-{path.strip('/').replace('/', '-') or 'slash'}", {"sglang_home": path})
+    for name, value in (("sglang_service_config_dir", "/etc"), ("sglang_service_config_dir", "/"),
+                        ("sglang_service_config_dir", "/etc/ssh"), ("sglang_router_config_dir", "/etc"),
+                        ("sglang_rollout_rollback_dir", "/var"), ("sglang_venv_dir", "/opt/venv"),
+                        ("sglang_venv_dir", "/tmp/venv"), ("sglang_router_venv_dir", "/usr/venv"),
+                        ("sglang_stack_wheelhouse_dir", "/usr"), ("sglang_stack_uv_dir", "/boot/uv"),
+                        ("sglang_stack_python_install_dir", "/root/python"), ("sglang_router_wheelhouse_dir", "/srv"),
+                        ("sglang_weights_state_dir", "/var/lib"), ("sglang_presharded_dir", "/models"),
+                        ("sglang_presharded_dir", "/var/lib/sglang"),
+                        ("sglang_presharded_dir", "/var/lib/sglang/.cache"),
+                        ("sglang_rollout_lease_file", "lease.json"), ("sglang_rollout_lease_file", "/etc/lease.json"),
+                        ("sglang_weights_hf_token_file", "/usr/hf-token"), ("sglang_service_unit_dir", "/"),
+                        ("sglang_model_path", "/"), ("sglang_speculative_draft_model_path", "/opt")):
+        add(11, f"path-{name}-{value.strip('/').replace('/', '-') or 'slash'}", {name: value})
+    for paths in (["/"], ["/etc"], ["/models/Kimi-K2.5"], ["/data", "/usr"]):
+        add(11, f"read-write-{'-'.join(p.strip('/').replace('/', '-') or 'slash' for p in paths)}",
+            {"sglang_service_read_write_paths": paths})
+    for name, value in (("sglang_user", "root"), ("sglang_group", "root"), ("sglang_router_user", "root"),
+                        ("sglang_user", "daemon"), ("sglang_group", "sudo"), ("sglang_user", "ubuntu")):
+        add(11, f"account-{name}-{value}", {name: value})
+    add(11, "account-login-user", {"ansible_user": "deploy", "sglang_user": "deploy"}, "sglang_user")
+    add(11, "account-login-ssh-user", {"ansible_ssh_user": "sglang"}, "sglang_user")
+    add(11, "account-router-login-user", {"ansible_user": "ops", "sglang_router_user": "ops"}, "sglang_router_user")
+    add(11, "extra-load-format-presharded", {"sglang_extra_args": {"load-format": "presharded"}},
+        "sglang_extra_args['load-format']")
+    add(11, "extra-loader-config-presharded",
+        {"sglang_extra_args": {"model-loader-extra-config": '{"presharded_path": "/models"}'}},
+        "sglang_extra_args['model-loader-extra-config']")
+    for hook in ("post_drain", "pre_start", "pre_rejoin"):
+        add(11, f"hook-{hook}-missing", {f"sglang_rollout_{hook}_hooks": ["/nonexistent/hook.yml"]})
+    add(11, "health-path-relative", {"sglang_service_health_path": "health_generate"})
+    add(11, "lease-ttl-one-second", {"sglang_rollout_lease_ttl": 1})
+    add(11, "lease-ttl-below-a-batch", {"sglang_rollout_lease_ttl": 1200})
+    add(11, "lease-shorter-than-the-load", {"sglang_ready_timeout": 7200})
+    add(11, "switch-lease-action", {"sglang_rollout_lease_action": "release"})
+    add(11, "switch-config-refuse-false", {"sglang_config_refuse": False})
+    add(11, "switch-driver-preflight-refuse", {"nvidia_driver_preflight_refuse": False})
+    add(11, "switch-service-refusals", {"sglang_service_refusals": []})
+    add(11, "internal-deploy-account-refusals", {"__deploy_account_refusals": []})
+    add(11, "draft-tokens-below-steps", {"sglang_speculative_num_draft_tokens": 3})
+    add(11, "draft-tokens-realigned", {"sglang_speculative_num_draft_tokens": 8})
+    add(11, "env-value-e2big", {"sglang_env": {"NCCL_DEBUG": "x" * 200_000}})
+    add(11, "advertise-host-blank", {"sglang_advertise_host": "gpu node 1"})
+    add(11, "limit-nofile-one", {"sglang_service_limit_nofile": 1})
+    add(11, "numa-node-twice", {"sglang_host_numa_memory": {"nodes_gb": {"0": 220, "00": 90}, "gpus": [0, 0]}})
+    add(11, "threshold-without-speculative", {"sglang_speculative_algorithm": None,
+                                              "sglang_speculative_accept_threshold_acc": 0.5},
+        "sglang_speculative_accept_threshold_acc")
+    add(11, "extra-numa-node", {"sglang_extra_args": {"numa-node": [0, 1, 2, 3, 4, 5, 6, 7]}},
+        "sglang_extra_args['numa-node']")
+
+
+# One bad value per type of a declared option (class 12): the argument spec's type, its choices, or the range every
+# number has (sglang_inputs: an int not listed in RANGES must be >= 1).
+_BAD_BY_TYPE: dict[str, Any] = {"int": -7, "float": "lots", "bool": "maybe", "list": "not-a-list",
+                                "dict": "not-a-mapping"}
+# Text options whose rule refuses a value that is not a plain path, a key of one word, or an existing file.
+_BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two words",
+             "sglang_draft_config_file": "/nonexistent/config.json", "sglang_speculative_algorithm": "NOT-AN-ALGORITHM",
+             "sglang_stack_python": "python 3", "sglang_startup_log": "/nonexistent/startup.log",
+             "sglang_weights_hf_venv": "relative/venv"}
+# Declared options no case touches: text options checked only by their role's settings check against a host
+# (deploy.yml's one refusal per host: nvidia_driver_settings_errors, sglang_stack_settings_errors,
+# sglang_weights_settings_errors), free text (names, URLs, durations of the alert rules, which promtool checks), or
+# an internal value the playbooks compute. A new option must get a case above (or a rule and a case), or be listed
+# here with the reason it has none.
+UNCOVERED = {
+    # role nvidia_driver's settings check (tests/unit/plugins/filter/test_settings.py)
+    "nvidia_driver_branch", "nvidia_driver_gpu_compute_capability", "nvidia_driver_gpu_name",
+    "nvidia_driver_repo_base_url", "nvidia_driver_repo_key_fingerprint", "nvidia_driver_repo_key_url",
+    # the resolve step with the host's facts, or free text
+    "sglang_cuda_version", "sglang_gpu_compute_capability", "sglang_hicache_io_backend", "sglang_hicache_mem_layout",
+    "sglang_hicache_storage_backend", "sglang_hicache_write_policy", "sglang_multinode_group", "sglang_version",
+    # the playbooks' own values
+    "sglang_maintenance_why", "sglang_service_rolling_serial", "sglang_service_template_dir",
+    # role sglang_monitoring: durations, job names and the output directory, checked by promtool (make monitoring)
+    "sglang_monitoring_drift_for", "sglang_monitoring_failed_for", "sglang_monitoring_hicache_pressure_for",
+    "sglang_monitoring_hicache_pressure_window", "sglang_monitoring_node_job", "sglang_monitoring_output_dir",
+    "sglang_monitoring_promtool", "sglang_monitoring_restart_window", "sglang_monitoring_router_down_for",
+    "sglang_monitoring_router_job", "sglang_monitoring_router_workers_for", "sglang_monitoring_saturated_for",
+    "sglang_monitoring_server_job",
+    # the lease's host and takeover: names of the inventory's hosts and of a holder, checked when the lease is taken
+    "sglang_rollout_lease_host", "sglang_rollout_lease_takeover",
+    # the router's install: checked by the role against the wheelhouse and the index
+    "sglang_router_index_url", "sglang_router_version", "sglang_router_wheelhouse",
+    # role sglang_stack's settings check
+    "sglang_stack_flashinfer_index_url", "sglang_stack_index_url", "sglang_stack_python_dev_package",
+    "sglang_stack_requirement", "sglang_stack_uv_version", "sglang_stack_wheelhouse",
+    # role sglang_weights' settings check
+    "sglang_weights_draft_manifest", "sglang_weights_draft_repo", "sglang_weights_draft_revision",
+    "sglang_weights_hf_endpoint", "sglang_weights_hf_hub_version", "sglang_weights_index_url",
+    "sglang_weights_model_manifest", "sglang_weights_model_repo", "sglang_weights_model_revision",
+}
+
+
+def _declared() -> dict[str, dict[str, Any]]:
+    from ansible_collections.sglang.deploy.plugins.lookup.variable_problems import ROLES, _specs
+    return {name: option or {} for options in _specs(ROLES).values() for name, option in (options or {}).items()}
+
+
+def _touched(cases: list[Case]) -> set[str]:
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_settings import ALIASES
+    return {ALIASES.get(name, name) for case in cases for name in case.variables}
+
+
+def _class12(add: Add, cases: list[Case]) -> None:
+    """One case per declared option that no class above touches: a value of the wrong type, a choice not offered,
+    a number out of range, or a text its rule refuses."""
+    touched = _touched(cases)
+    for name, option in sorted(_declared().items()):
+        if name in touched or name in UNCOVERED:
+            continue
+        value = "Not-A-Choice" if option.get("choices") else _BAD_TEXT.get(name, _BAD_BY_TYPE.get(option.get("type")))
+        if value is not None:
+            add(12, f"option-{name}", {name: value})
+
+
 def _cases() -> list[Case]:
     c: list[Case] = []
 
     def add(klass: int, name: str, variables: dict[str, Any], variable: str | None = None) -> None:
         c.append(Case(klass, name, variables, variable or next(iter(variables))))
 
-    for klass in (_class1, _class2, _class3, _class4, _class5, _class6, _class7, _class8, _class9, _class10):
+    for klass in (_class1, _class2, _class3, _class4, _class5, _class6, _class7, _class8, _class9, _class10,
+                  _class11):
         klass(add)
+    _class12(add, list(c))
     return c
 
 
@@ -351,10 +479,31 @@ def _names_variable(message: str, variable: str) -> bool:
 
 def test_the_matrix_covers_every_class_with_at_least_100_inputs() -> None:
     per_class = Counter(case.klass for case in CASES)
-    assert sorted(per_class) == list(range(1, 11))
+    assert sorted(per_class) == list(range(1, 13))
     assert len(CASES) >= 100
     assert len({case.name for case in CASES}) == len(CASES)
     print("MEASURED bad-input matrix:", len(CASES), "inputs;", dict(sorted(per_class.items())))
+
+
+def test_plan_yml_s_report_switch_cannot_be_given(tmp_path: Path) -> None:
+    """__check_report (plan.yml's report mode, a play variable there) given with -e to render.yml: refused naming
+    it, nothing written. (Not a case of the matrix: in plan.yml the refused host has no plan to keep the reason.)"""
+    result = _run(ROOT / "inventory/example", "playbooks/render.yml", "-e", "__check_report=true",
+                  "-e", f"render_dir={tmp_path / 'render'}")
+    outcome = _outcomes(result)
+    assert outcome and all(_names_variable(message, "__check_report") for _task, message, _seen in outcome.values())
+    assert not (tmp_path / "render").exists()
+
+
+def test_every_declared_option_is_touched_by_a_case() -> None:
+    """Every option of every role's argument spec is touched by a case, or listed in UNCOVERED with its reason:
+    a new variable without a rule (and a case) fails here."""
+    declared = set(_declared())
+    untouched = declared - _touched(CASES)
+    assert sorted(untouched - UNCOVERED) == [], "options no case touches: give each a case, or a rule and a case"
+    assert sorted(UNCOVERED - untouched) == [], "listed in UNCOVERED but touched by a case (or not declared)"
+    print(f"MEASURED bad-input matrix: {len(declared) - len(untouched)} of {len(declared)} declared options "
+          f"touched by a case; {len(untouched)} listed in UNCOVERED")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

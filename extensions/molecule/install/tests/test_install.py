@@ -2,7 +2,8 @@
 
 Tests run in file order: the converged host first (packages, pin, hold, files, stack, weights),
 then drills that drive molecule/install/converge.yml through the ansible-playbook CLI: refused
-inputs, a Secure Boot host, a wrong key fingerprint, a host whose nvidia-smi reports 7 GPUs, a
+inputs (among them / as the home, the login user and an account the deploy did not create as the service user),
+a Secure Boot host, a wrong key fingerprint, a host whose nvidia-smi reports 7 GPUs, a
 truncated shard, a virtualenv without its GPUs' FlashInfer kernel package, and last the driver
 upgrade (and back) with its reboot handler. Every drill leaves the host as converged (Molecule's
 idempotence step has already proved that a second run changes nothing). Lines starting with APT
@@ -218,6 +219,57 @@ def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expect
         assert 0 <= plan < refusal, why(out)
     assert recap(out, HOST)["changed"] == 0
     assert digests(host) == before and invocation(host) == running
+
+
+# Issue 49: the host itself is never the package's. What a refused run must leave exactly as it was: the owner and
+# mode of / and of the system directories the refused values named, the account files, the unit, the server.
+STATE = ("stat -c '%n %U:%G %a %s' / /etc /etc/passwd /etc/group /etc/shadow /var/lib/sglang /etc/sglang; "
+         "sha256sum /etc/passwd /etc/group /etc/shadow")
+
+
+def host_state(host: Any, *users: str) -> str:
+    entries = "; ".join(f"getent passwd {user} || echo 'no {user}'" for user in users)
+    return host.check_output(f"{STATE}; {entries}") + digests(host) + invocation(host)
+
+
+def test_the_root_directory_and_the_login_user_are_refused_with_nothing_changed(host: Any) -> None:
+    """-e sglang_home=/ and -e sglang_user=<the account Ansible logs in with> are refused by the variable check,
+    before any host is contacted: the bytes, owners and modes of /, the account files and the unit are as before."""
+    login = host.check_output("id -un").strip()  # the docker connection's login user: the one testinfra uses too
+    before = host_state(host, login)
+    for extra, expected in ((["-e", "sglang_home=/"], "sglang_home: / cannot be the package's"),
+                            (["-e", f"sglang_user={login}"], f"sglang_user: {login!r} "),
+                            # A login user that is no system account: refused as the login user (check.yml
+                            # refuses before any connection, so this name never logs in).
+                            (["-e", "ansible_user=drill-bob", "-e", "sglang_user=drill-bob"],
+                             "sglang_user: 'drill-bob' is the account Ansible logs in with (ansible_user)")):
+        rc, out, _seconds = play(*extra)
+        assert rc != 0 and expected in out, why(out)
+        assert f"{HOST}: the SGLang configuration is refused, nothing was changed" in out, why(out)
+        assert recap(out, HOST)["changed"] == 0
+        assert host_state(host, login) == before
+
+
+def test_an_existing_account_the_deploy_did_not_create_is_refused_on_the_host(host: Any) -> None:
+    """An account that exists on the host (a person's, with a shell and a home of its own) named as sglang_user:
+    deploy.yml reads it (getent) and refuses the host in its plan, before anything changes; the account keeps its
+    shell and home. sglang_stack_adopt_existing_user is the opt-in (unit-tested: it would convert the account)."""
+    user = "drill-alice"
+    host.check_output(f"useradd --create-home --shell /bin/bash {user}")
+    try:
+        before = host_state(host, user, "sglang")
+        rc, out, _seconds = play("-e", f"sglang_user={user}")
+        assert rc != 0, why(out)
+        assert f"sglang_user: the account '{user}' already exists on this host" in out, why(out)
+        assert "sglang_stack_adopt_existing_user: true" in out
+        refusal = out.find(f"{HOST}: the SGLang configuration is refused, nothing was changed")
+        plan = out.find(f"REFUSED, so nothing changes on any host: {HOST} (")
+        assert 0 <= plan < refusal, why(out)
+        assert recap(out, HOST)["changed"] == 0
+        assert host_state(host, user, "sglang") == before
+        assert host.user(user).shell == "/bin/bash" and host.user(user).home == f"/home/{user}"
+    finally:
+        host.check_output(f"userdel --remove {user}")
 
 
 def test_secure_boot_with_unsigned_module_refused(host: Any) -> None:

@@ -40,7 +40,6 @@ def test_every_shipped_inventory_passes(inventory: str) -> None:
     {"sglang_port": 30000}, {"sglang_host": "::"}, {"sglang_host": "gpu-node-1.example"},
     {"nvidia_driver_branch": 580}, {"sglang_api_key": 12345}, {"sglang_service_restart_sec": 0},
     {"sglang_hicache_size": 0}, {"my_own_variable": 1}, {"ansible_host": "10.0.0.1"},
-    {"sglang_port": 80, "sglang_user": "root", "sglang_service_hardening": "basic"},
 ])
 def test_accepted(given: dict[str, object]) -> None:
     assert check(given, list(given), SPECS) == []

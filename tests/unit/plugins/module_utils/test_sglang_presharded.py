@@ -187,5 +187,9 @@ def test_pruning_keeps_the_key_and_the_newest_other_complete_dump() -> None:
                        b: {"ready": True, "mtime": 2}, c: {"ready": False, "mtime": 3},
                        key: {"ready": True, "mtime": 4}, key + "-draft": {"ready": True, "mtime": 4},
                        "lost+found": {"ready": False, "mtime": 0}}}
-    assert ps.to_prune(state, key) == [a, a + "-draft", c, "lost+found"]
+    state["dumps"] = {name: {**info, "marked": True} for name, info in state["dumps"].items()}
+    # Only the deploy's: a root named as a key, with its marker (issue 49); "lost+found" is not one.
+    assert ps.to_prune(state, key) == [a, a + "-draft", c]
+    state["dumps"][c]["marked"] = False
+    assert ps.to_prune(state, key) == [a, a + "-draft"]
     assert ps.to_prune({"dumps": {}}, key) == []
