@@ -39,7 +39,11 @@ class ActionModule(ActionBase):
     def run(self, tmp: t.Any = None, task_vars: dict[str, t.Any] | None = None) -> dict[str, t.Any]:
         result = super().run(tmp, task_vars)
         del tmp  # no longer has any effect (ActionBase.run)
-        wrap_async = bool(self._task.async_val) and not self._connection.has_native_async
+        # Async through Ansible's async_wrapper whenever the task is async, as ansible-core 2.21's normal action
+        # asks (_execute_module decides the rest). The connection's has_native_async, which 2.19's normal action
+        # still reads and ansible-core means to deprecate, is true only for Windows shells (winrm, psrp, ssh to
+        # PowerShell), where this Python module cannot run at all.
+        wrap_async = bool(self._task.async_val)
         result = merge_hash(result, self._execute_module(module_args=self.module_args(), task_vars=task_vars,
                                                          wrap_async=wrap_async))
         if not wrap_async:

@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: lease
 type: aggregate
 short_description: Give the fleet's rollout lease back when a run ends without its release
+version_added: "2.0.0"
 description:
   - C(deploy.yml) takes the fleet's rollout lease (module M(sglang.deploy.rollout_lease)) before its first change
     and gives it back in its last play. A run that fails where Ansible stops the playbook (a probe that refuses,
@@ -42,12 +43,12 @@ class CallbackModule(CallbackBase):
         self._held: dict[str, Any] | None = None  # {host, path, holder}
 
     def v2_runner_on_ok(self, result: Any) -> None:
-        if not str(result._task.action).endswith("rollout_lease"):
+        if not str(result.task.action).endswith("rollout_lease"):
             return
-        args = (result._result.get("invocation") or {}).get("module_args") or {}
+        args = (result.result.get("invocation") or {}).get("module_args") or {}
         state, holder = args.get("state"), args.get("holder") or {}
-        if state == "held" and result._result.get("lease") and not result._result.get("_ansible_check_mode"):
-            self._held = {"host": result._result.get("host") or result._host.get_name(),
+        if state == "held" and result.result.get("lease") and not result.result.get("_ansible_check_mode"):
+            self._held = {"host": result.result.get("host") or result.host.get_name(),
                           "path": args.get("path"), "holder": {"id": holder.get("id")}}
         elif state == "released" and self._held and holder.get("id") == self._held["holder"]["id"]:
             self._held = None

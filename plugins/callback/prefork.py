@@ -9,6 +9,7 @@ DOCUMENTATION = r"""
 name: prefork
 type: aggregate
 short_description: Load the collection's plugins once, before Ansible forks a worker per task and host
+version_added: "2.0.0"
 description:
   - Ansible runs every task on every host in a process forked from its main process. What that process has
     already loaded, the fork inherits; whatever a worker loads (a filter's Python module compiled from source,

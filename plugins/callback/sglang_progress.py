@@ -9,6 +9,7 @@ DOCUMENTATION = r"""
 name: sglang_progress
 type: aggregate
 short_description: Print SGLang load progress during readiness waits, and where a rollout stopped
+version_added: "1.0.0"
 description:
   - While a task polls the M(sglang.deploy.sglang_ready) module in an C(until) loop, prints one line per host
     whenever the load phase or shard percentage changes, and at least every O(heartbeat) seconds,
@@ -59,16 +60,16 @@ class CallbackModule(CallbackBase):
         self._out = set()
 
     def v2_runner_on_ok(self, result: Any) -> None:
-        if str(result._task.action).endswith("sglang_ready"):
+        if str(result.task.action).endswith("sglang_ready"):
             self._ready(result)
             return
-        if not self._rollout or not str(result._task.action).endswith("sglang_router_workers"):
+        if not self._rollout or not str(result.task.action).endswith("sglang_router_workers"):
             return
         # routers.yml loops over the routers: the states are in its items' invocations.
-        answers = [result._result, *(result._result.get("results") or [])]
+        answers = [result.result, *(result.result.get("results") or [])]
         states = {(answer.get("invocation") or {}).get("module_args", {}).get("state")
                   for answer in answers if isinstance(answer, dict)}
-        host = result._host.get_name()
+        host = result.host.get_name()
         if "absent" in states:
             self._out.add(host)
         elif "present" in states:
@@ -77,12 +78,12 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_unreachable(self, result: Any) -> None:
         if not self._rollout:
             return
-        host = result._host.get_name()
+        host = result.host.get_name()
         routers = ("It had left the routers and stays out of them: a rerun puts it back once it serves again."
                    if host in self._out else "It had not left the routers.")
         self._stopped.append(
             f"{self._rollout.upper()} STOPPED at {host}: it became unreachable during its turn "
-            f"({result._task.get_name()}: {str(result._result.get('msg', '')).strip()[:300]}). {routers} Hosts "
+            f"({result.task.get_name()}: {str(result.result.get('msg', '')).strip()[:300]}). {routers} Hosts "
             f"after it were not touched. Once it answers again, run the playbook again.")
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
@@ -92,17 +93,17 @@ class CallbackModule(CallbackBase):
     def _ready(self, result: Any) -> None:
         """The waiter's last word: a load that ended between two polls (or before the first) still shows
         how it ended and how long it took; the next wait on the host starts its lines afresh."""
-        answer = result._result
-        host = result._host.get_name()
+        answer = result.result
+        host = result.host.get_name()
         if answer.get("finished") and answer.get("ready"):
             self._display.display(f"  [{host}] {progress_line(answer)}")
             self._last.pop(host, None)
 
     def v2_runner_retry(self, result: Any) -> None:
-        status = result._result.get("sglang_progress")
+        status = result.result.get("sglang_progress")
         if not isinstance(status, dict) or not status:
             return
-        host = result._host.get_name()
+        host = result.host.get_name()
         line = progress_line(status)
         key = status.get("describe", "")
         previous = self._last.get(host)

@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: controller
 author: sglang-deploy contributors (@sglang-deploy)
 short_description: This run's identity for the rollout lease (user, controller, ansible-playbook's PID, command)
+version_added: "2.0.0"
 description:
   - Returns one dictionary describing the C(ansible-playbook) process this task runs under, as module
     C(sglang.deploy.rollout_lease) records the lease's holder.

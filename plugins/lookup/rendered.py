@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: rendered
 author: sglang-deploy contributors (@sglang-deploy)
 short_description: Render templates as the ansible.builtin.template lookup does, without copying every variable
+version_added: "2.0.0"
 description:
   - Returns each template rendered as the C(ansible.builtin.template) lookup returns it. It is that lookup,
     with the same search path, template variables (C(ansible_managed), C(template_path), ...) and options.

@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: setting_variables
 author: sglang-deploy contributors (@sglang-deploy)
 short_description: The role variables and short names of the SGLang settings table
+version_added: "1.0.0"
 description:
   - Returns the name of every role variable (C(sglang_*)) and command-line short name (C(hicache_ratio) ...)
     that a row of the settings table in C(plugins/module_utils/sglang_settings.py) reads, in table order.

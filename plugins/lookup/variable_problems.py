@@ -8,6 +8,7 @@ DOCUMENTATION = r"""
 name: variable_problems
 author: sglang-deploy contributors (@sglang-deploy)
 short_description: Refusals for the variables a user set on a host, checked against every role's argument spec
+version_added: "2.0.0"
 description:
   - Reads the C(main) argument spec of every role in the given roles directory, and checks each variable the
     current host has from its inventory or from C(-e) (not the roles' defaults) against it, with the ranges,

@@ -314,9 +314,9 @@ import os
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.sglang.deploy.plugins.module_utils import _live, _service_state, _stamp

@@ -1,4 +1,4 @@
-"""The built collection holds what its playbooks and roles use (issue 37).
+"""The built collection holds what its playbooks and roles use (issue 37), and works on its own (issue 52).
 
 `ansible-galaxy collection build` leaves out what galaxy.yml's build_ignore names (extensions/, which holds
 Molecule's scenarios, the molecule symlink to it, tests/, tools/, scripts/ and the sandbox's playbooks). A shipped
@@ -7,10 +7,15 @@ in the installed collection: playbooks/sandbox-prepare.yml imported molecule/res
 builds the tarball, lists it, and resolves every file a shipped playbook or role task file names (import_playbook,
 import_tasks/include_tasks, import_role/include_role with tasks_from, roles:, vars_files, and the src of
 copy/template/script) inside it. A path with a variable the play does not define itself is checked up to that
-variable (its directory must be shipped)."""
+variable (its directory must be shipped).
+
+The tarball is also installed into an empty directory, and the installed sglang.deploy.check, plan and render run
+against the installed inventory/example from outside the checkout, with nothing of it on any path: the example
+names its model configs inside the collection (inventory/models), and the render gives the golden files."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shutil
@@ -30,14 +35,22 @@ SRC_MODULES = ("copy", "template", "script")
 JINJA = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
 
 
+def _tool(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("collection")
-    galaxy = shutil.which("ansible-galaxy") or str(Path(sys.executable).parent / "ansible-galaxy")
-    build = subprocess.run([galaxy, "collection", "build", "--output-path", str(out), str(ROOT)],
+    build = subprocess.run([_tool("ansible-galaxy"), "collection", "build", "--output-path", str(out), str(ROOT)],
                            capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stdout + build.stderr
-    (tarball,) = out.glob("sglang-deploy-*.tar.gz")
+    (built,) = out.glob("sglang-deploy-*.tar.gz")
+    return built
+
+
+@pytest.fixture(scope="module")
+def shipped(tarball: Path) -> set[str]:
     with tarfile.open(tarball) as archive:
         return {posixpath.normpath(name) for name in archive.getnames()}
 
@@ -178,6 +191,75 @@ def test_the_sandbox_playbooks_and_test_resources_are_not_shipped(shipped: set[s
     test_only = ("molecule", "extensions", "tests", "tools", "scripts", "playbooks/sandbox", ".")
     leaked = sorted(name for name in shipped if name.startswith(test_only))
     assert not leaked, leaked
+
+
+def test_nothing_that_works_only_from_a_checkout_is_shipped(shipped: set[str]) -> None:
+    """The checkout's ansible.cfg (its paths under .cache, the sandbox as default inventory), the collections it pins
+    for the sandbox and Molecule, and the sandbox's inventory (paths into extensions/molecule) stay out."""
+    checkout_only = ("ansible.cfg", "requirements.yml", "requirements-release.txt", "inventory/sandbox")
+    leaked = sorted(name for name in shipped if name.startswith(checkout_only))
+    assert not leaked, leaked
+    assert "inventory/example/hosts.yml" in shipped and "inventory/models/kimi-k2.5/config.json" in shipped
+
+
+def test_no_shipped_yaml_outside_playbooks_is_named_like_a_playbook(shipped: set[str]) -> None:
+    """ansible-lint takes any *playbook*.yml for a playbook (its kinds), and Galaxy's importer runs it on the
+    tarball, where no .ansible-lint excludes changelogs/fragments: a fragment so named was 3 import warnings."""
+    named = sorted(name for name in shipped if "playbook" in posixpath.basename(name)
+                   and name.endswith((".yml", ".yaml")) and not name.startswith("playbooks/"))
+    assert not named, named
+
+
+def test_the_example_plans_the_model_the_sandbox_stages() -> None:
+    """inventory/models holds copies of the sandbox's model configs (extensions/molecule, not shipped): the same
+    bytes, so the example and the sandbox plan the same Kimi-K2.5 and EAGLE-3 draft."""
+    for model in ("kimi-k2.5", "kimi-k2.5-eagle3"):
+        shipped_copy = ROOT / "inventory" / "models" / model / "config.json"
+        sandbox = ROOT / "extensions" / "molecule" / "resources" / "models" / model / "config.json"
+        assert shipped_copy.read_bytes() == sandbox.read_bytes(), model
+
+
+@pytest.fixture(scope="module")
+def installed(tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """The tarball installed into an empty collections path outside the checkout, and an environment with nothing of
+    the checkout: no ANSIBLE_* variable (ANSIBLE_CONFIG, this checkout's collections path), only that install on
+    the collections path; run from an empty directory outside the checkout (no ansible.cfg there)."""
+    base = tmp_path_factory.mktemp("installed")
+    collections, cwd = base / "collections", base / "run"
+    cwd.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false",
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_HOME=str(base / "home"))
+    install = subprocess.run([_tool("ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections),
+                              str(tarball)], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert not ROOT.resolve().is_relative_to(base.resolve()) and not base.resolve().is_relative_to(ROOT.resolve())
+    return collections / "ansible_collections" / "sglang" / "deploy", env
+
+
+def _installed_playbook(installed: tuple[Path, dict[str, str]], name: str, *extra: str) -> str:
+    root, env = installed
+    cwd = root.parents[3] / "run"  # <base>/collections/ansible_collections/sglang/deploy
+    argv = [_tool("ansible-playbook"), f"sglang.deploy.{name}", "-i", str(root / "inventory" / "example"), *extra]
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    assert str(ROOT) not in output, f"the run reached the checkout: {output}"
+    return output
+
+
+@pytest.mark.parametrize("name", ["check", "plan"])
+def test_the_installed_example_checks_and_plans_on_its_own(installed: tuple[Path, dict[str, str]], name: str) -> None:
+    output = _installed_playbook(installed, name)
+    assert "gpu-node-1" in output and "failed=0" in output, output
+
+
+def test_the_installed_example_renders_the_golden_files(installed: tuple[Path, dict[str, str]]) -> None:
+    out = installed[0].parents[3] / "render"
+    _installed_playbook(installed, "render", "-e", f"render_dir={out}", "-e", "hicache_ratio=2.0")
+    golden = ROOT / "tests" / "golden" / "example"
+    for name in sorted(path.name for path in golden.iterdir()):
+        assert (out / "gpu-node-1" / name).read_text() == (golden / name).read_text(), name
 
 
 def test_the_check_finds_an_import_the_build_leaves_out(shipped: set[str]) -> None:

@@ -25,9 +25,9 @@ class Named:
 
 class Result:
     def __init__(self, state: str, holder: str, host: str = "router-1", **result: Any) -> None:
-        self._host, self._task = Named("gpu-node-1"), Named("Take the rollout lease")
+        self.host, self.task = Named("gpu-node-1"), Named("Take the rollout lease")
         args = {"state": state, "path": "/var/lib/sglang-deploy/rollout-lease.json", "holder": {"id": holder}}
-        self._result = {"invocation": {"module_args": args}, "host": host, "lease": {"id": holder}, **result}
+        self.result = {"invocation": {"module_args": args}, "host": host, "lease": {"id": holder}, **result}
 
 
 class Display:

@@ -25,7 +25,7 @@ class Play:
 
 class Result:
     def __init__(self, host: str, task: Named, result: dict[str, Any]) -> None:
-        self._host, self._task, self._result = Named(host), task, result
+        self.host, self.task, self.result = Named(host), task, result
 
 
 class Display:

@@ -19,7 +19,7 @@ def action(args: dict[str, Any], async_val: int = 0, variables: dict[str, Any] |
     """The plugin for a task with these args, over a connection whose sh shell has the variables' options."""
     shell = shell_loader.get("sh")  # as ConnectionBase loads its shell (get_shell_plugin)
     shell.set_options(var_options=variables or {})
-    connection = SimpleNamespace(_shell=shell, has_native_async=False, become=None)
+    connection = SimpleNamespace(_shell=shell, become=None)  # no has_native_async: the plugin reads none
     task = SimpleNamespace(args=args, async_val=async_val, check_mode=False, action="sglang.deploy.sglang_ready")
     return ActionModule(task, connection, play_context=None, loader=None, templar=None)  # type: ignore[arg-type]
 
