@@ -127,9 +127,13 @@ def resolved(results: list[dict[str, Any]]) -> dict[str, list[str]]:
             continue
         table = (result.get("ansible_facts") or {}).get("getent_ahosts") or {}
         addresses = {str(ipaddress.ip_address(key)) for key in table if _is_address(key)}
-        found[str(result["item"])] = sorted(addresses, key=lambda a: (ipaddress.ip_address(a).version,
-                                                                     ipaddress.ip_address(a)))
+        found[str(result["item"])] = sorted(addresses, key=_address_order)
     return found
+
+
+def _address_order(address: str) -> tuple[int, int]:
+    parsed = ipaddress.ip_address(address)
+    return parsed.version, int(parsed)
 
 
 def _is_address(text: Any) -> bool:

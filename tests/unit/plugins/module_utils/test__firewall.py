@@ -87,7 +87,7 @@ def test_the_input_check_refuses_a_string_where_the_list_goes() -> None:
 def test_the_sources_of_a_multinode_server_behind_routers() -> None:
     found = filters.ip_sources(HOSTVARS, INVENTORY_GROUPS, "a", "sglang_multinode_kimi", "sglang_prometheus",
                                "0.0.0.0", ["10.9.0.0/16"])
-    assert [(s["why"].split(" (")[0], s["address"]) for s in found] == [
+    assert [(s["why"].split(" (", maxsplit=1)[0], s["address"]) for s in found] == [
         ("loopback", "localhost"), ("router r1", "10.0.0.5"), ("router r2", "router-2.example"),
         ("Prometheus prom", "10.0.0.5"), ("multi-node peer b", "192.168.7.12"), (VAR, "10.9.0.0/16")]
 
