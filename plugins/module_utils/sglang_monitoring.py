@@ -106,7 +106,7 @@ def server(host: str, config: dict[str, Any], ready_timeout: Any, load_budget: A
     --enable-metrics)."""
     if not config.get("primary") or not _setting(config, "enable_metrics"):
         return None
-    scheme, _, target = str(config.get("url") or "").rpartition("://")
+    scheme, _sep, target = str(config.get("url") or "").rpartition("://")
     if not target:
         raise MonitoringError(f"sglang_advertise_host: empty on {host}; allowed: the address Prometheus scrapes")
     budget = _seconds(load_budget, "sglang_monitoring_load_budget") or _seconds(ready_timeout, "sglang_ready_timeout")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from helpers import ROOT
+from helpers import ROOT, run_example
 
 CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUW\n-----END CERTIFICATE-----\n"
 KEY = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49\n-----END PRIVATE KEY-----\n"
@@ -88,3 +88,16 @@ def test_tls_renders_the_files_the_flags_and_https_everywhere(tmp_path: Path) ->
     assert seen["health"].startswith("https://127.0.0.1:30000/")
     assert seen["ca_path"] == "/etc/sglang/kimi.tls-ca.crt"
     assert seen["url"].startswith("https://") and seen["tls"]["https"] is True
+
+
+def test_prometheus_scrapes_tls_servers_over_https_with_their_ca(tmp_path: Path) -> None:
+    """playbooks/prometheus.yml: the https target's __scheme__, and the CA for the scrape job's tls_config."""
+    extra = tmp_path / "tls-vars.yml"
+    extra.write_text(yaml.safe_dump({"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}))
+    out = tmp_path / "out"
+    result = run_example("playbooks/prometheus.yml", "-e", f"sglang_monitoring_output_dir={out}", "-e", f"@{extra}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    targets = json.loads((out / "sglang-targets.json").read_text())
+    assert targets[0]["targets"] == ["10.0.0.11:30000"] and targets[0]["labels"]["__scheme__"] == "https"
+    assert (out / "sglang-ca.crt").read_text() == CA
+    assert "sglang-ca.crt" in result.stdout
