@@ -333,9 +333,9 @@ def _addresses(var: str, typed: Any) -> list[str]:
         empty_allowed = var != "sglang_router_host"
         if (empty_allowed and typed == "") or _ip_address(str(typed)):
             return []
+        empty = ", or empty for the host's own address" if empty_allowed else ""
         return [f": {typed!r} is not an IP address; allowed: an IPv4 or IPv6 address (sglang-router refuses a host "
-                "name, or binds every interface for one)" + (", or empty for the host's own address"
-                                                              if empty_allowed else "")]
+                f"name, or binds every interface for one){empty}"]
     if var not in BIND_ADDRESSES or _bind_address(str(typed)):
         return []
     return [f": {typed!r} is not an address to bind; allowed: an IPv4 or IPv6 address, or a host name"]
