@@ -280,11 +280,11 @@ def _keys(run: _Run) -> None:
     secrets = run.values.get("secrets") or {}
     client, admin = (_allowed(secrets, key) for key in ("api_key", "admin_api_key"))
     host = run.typed.get("sglang_host")
+    opted_in = _allowed(run.values, "sglang_allow_unauthenticated")
     if admin and not client:
         run.problems.error("sglang_admin_api_key", "is set without sglang_api_key: SGLang then answers /server_info "
                            "to anyone, and it returns the admin key; allowed: set sglang_api_key too, or neither")
-    elif host and not client and not is_loopback(str(host)) and not _allowed(run.values,
-                                                                              "sglang_allow_unauthenticated"):
+    elif host and not client and not is_loopback(str(host)) and not opted_in:
         run.problems.error("sglang_api_key", f"is empty while sglang_host binds {host}, reachable from other "
                            "machines: anyone who reaches the port could call every endpoint, the admin ones included "
                            "(swap the weights, log every prompt, abort requests); allowed: a key (in Ansible Vault), "

@@ -112,10 +112,10 @@ options:
     default: true
   secrets:
     description:
-      - The configured secrets (the server's API keys, the router's key). Every occurrence in the result, the
+      - "The configured secrets (the server's API keys, the router's key). Every occurrence in the result, the
         failure message and its journal excerpt, and the progress of a poll is replaced by C(********), as written
         and in the escaped forms a log line may hold (Python repr, JSON). SGLang prints its keys itself (its
-        startup line C(server_args=...), argparse's C(unrecognized arguments: --api_key ...)). Never logged.
+        startup line C(server_args=...), and argparse's C(unrecognized arguments: --api_key ...)). Never logged."
     type: list
     elements: str
     default: []

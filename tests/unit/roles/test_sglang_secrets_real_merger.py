@@ -44,8 +44,8 @@ SPECIAL = ["eng-CLIENT-5b7e1d0c", "k", "with:colon", "hash#inside", "'single'", 
            "~", "trailing:", "?q", "|pipe", ">gt"]
 _RANDOM = random.Random(48)
 PRINTABLE = [c for c in string.printable if "!" <= c <= "~"]
-KEYS = SPECIAL + ["".join(_RANDOM.choice(PRINTABLE) for _ in range(_RANDOM.randint(1, 64))).lstrip("-") or "x"
-                  for _ in range(40)]
+KEYS = SPECIAL + ["".join(_RANDOM.choice(PRINTABLE) for _position in range(_RANDOM.randint(1, 64))).lstrip("-")
+                  or "x" for _key in range(40)]
 
 
 def _wheel() -> Path:
