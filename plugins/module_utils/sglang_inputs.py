@@ -971,4 +971,3 @@ def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
                               "each node's memory; allowed: sglang_numa_bind: auto (planned with "
                               "sglang_host_numa_memory or the host's reading)")
     return errors
-
