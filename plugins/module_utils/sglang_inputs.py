@@ -783,8 +783,8 @@ def posixpath_dirname(path: str) -> str:
 
 
 def _model_paths_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
-    """The model and the draft are read, never owned: neither is / nor a system directory, and the home holds
-    neither (the unit could write them) unless the model is given apart from it."""
+    """The model and the draft are read, never owned: neither is / nor a top-level system directory (the owned
+    paths' rule keeps every owned path out of them and from above them)."""
     errors = []
     for var in MODEL_PATHS:
         value = given.get(var)
@@ -1078,4 +1078,3 @@ def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
                               "each node's memory; allowed: sglang_numa_bind: auto (planned with "
                               "sglang_host_numa_memory or the host's reading)")
     return errors
-
