@@ -580,6 +580,18 @@ def _router_control_plane(given: dict[str, Any], known: dict[str, Any]) -> list[
     return errors
 
 
+# Names of the inventory's groups that a role reads (Ansible's own rule for a group name).
+GROUP_NAMES = {"sglang_service_prometheus_group"}
+_GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _group_names(var: str, typed: Any) -> list[str]:
+    if var not in GROUP_NAMES or _GROUP_RE.match(str(typed)):
+        return []
+    return [f": {str(typed)!r} is not a group name; allowed: a group of the inventory (letters, digits and _, "
+            "not starting with a digit)"]
+
+
 def _ip_allow(var: str, typed: Any) -> list[str]:
     """sglang_service_ip_allow_extra: each item an address, a CIDR or a systemd keyword (module_utils _firewall)."""
     if var != IP_ALLOW_EXTRA:
@@ -589,7 +601,7 @@ def _ip_allow(var: str, typed: Any) -> list[str]:
 
 # The rules of particular variables, each (variable, typed value) -> problems as ": why; allowed: ...".
 _RULES = (_paths, _names_of_users, _patterns, _files, _addresses, _api_keys, _router_flags, _sizes, _stalls,
-          _numa, _ip_allow)
+          _numa, _ip_allow, _group_names)
 
 
 # --- no input can hurt a host (issue 49) -------------------------------------------------------

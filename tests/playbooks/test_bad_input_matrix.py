@@ -323,7 +323,8 @@ _BAD_BY_TYPE: dict[str, Any] = {"int": -7, "float": "lots", "bool": "maybe", "li
                                 "dict": "not-a-mapping"}
 # Text options whose rule refuses a value that is not a plain path, a key of one word, or an existing file.
 _BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two words",
-             "sglang_draft_config_file": "/nonexistent/config.json", "sglang_speculative_algorithm": "NOT-AN-ALGORITHM",
+             "sglang_draft_config_file": "/nonexistent/config.json", "sglang_service_prometheus_group": "two words",
+             "sglang_speculative_algorithm": "NOT-AN-ALGORITHM",
              "sglang_stack_python": "python 3", "sglang_startup_log": "/nonexistent/startup.log",
              "sglang_weights_hf_venv": "relative/venv"}
 # Declared options no case touches: text options checked only by their role's settings check against a host
