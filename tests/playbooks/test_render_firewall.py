@@ -12,12 +12,15 @@ from helpers import render
 
 # The example's model config files are found relative to the inventory: other inventories' hosts do without.
 OFFLINE = {"sglang_model_config_file": "", "sglang_draft_config_file": ""}
+# A router off loopback needs its two keys (role sglang_router): these routers have them.
+ROUTER_KEYS = {"sglang_router_api_key": "fw-client-k1", "sglang_router_admin_api_key": "fw-admin-k1"}
 
 
 def inventory(tmp: Path, routers: dict[str, str], prometheus: dict[str, str]) -> Path:
     path = tmp / "fleet.yml"
     path.write_text(yaml.safe_dump({"all": {"children": {
-        "sglang_routers": {"hosts": {name: {"ansible_host": address, **OFFLINE} for name, address in routers.items()}},
+        "sglang_routers": {"hosts": {name: {"ansible_host": address, **OFFLINE, **ROUTER_KEYS}
+                                       for name, address in routers.items()}},
         "sglang_prometheus": {"hosts": {name: {"ansible_host": address, **OFFLINE}
                                         for name, address in prometheus.items()}},
     }}}))
