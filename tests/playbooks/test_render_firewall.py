@@ -20,7 +20,7 @@ def inventory(tmp: Path, routers: dict[str, str], prometheus: dict[str, str]) ->
     path = tmp / "fleet.yml"
     path.write_text(yaml.safe_dump({"all": {"children": {
         "sglang_routers": {"hosts": {name: {"ansible_host": address, **OFFLINE, **ROUTER_KEYS}
-                                       for name, address in routers.items()}},
+                                     for name, address in routers.items()}},
         "sglang_prometheus": {"hosts": {name: {"ansible_host": address, **OFFLINE}
                                         for name, address in prometheus.items()}},
     }}}))
