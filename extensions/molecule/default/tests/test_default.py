@@ -212,8 +212,9 @@ PLAN_TASK = "Say which servers restart, in which batch, and which are left alone
 # fast no-op layer shows here as a count, which does not depend on how busy the machine is (the driver's preflight
 # run again: +9; a role's stamp not trusted: +30). 45 since the server's IP allow-list resolves its host names on the
 # host in the restart decision (role sglang_service, ip_allow.yml: one task, skipped when the inventory gives only
-# addresses, as here).
-NOOP_TASKS_AT_MOST = 45
+# addresses, as here). 47 since the service user and group are read on the host before anything changes (deploy.yml,
+# two getent tasks, skipped when the stack is as its role last left the host, as here).
+NOOP_TASKS_AT_MOST = 47
 
 
 def rollout_plan(output: str) -> str:
