@@ -225,13 +225,16 @@ def test_a_lock_held_by_another_process_ends_in_a_bounded_wait_naming_it(
 
 # A controller and a worker forked from it: the worker takes a session of its own (as Ansible's WorkerProcess does)
 # and both wait on stdin; the controller prints the worker's PID.
+# The worker itself reports its PID once it leads a session of its own: the parent printing the fork's PID raced the
+# child's setsid() (CI once read the session before it, and os.getsid answered 0: the old session's leader lay outside
+# the PID namespace).
 FORKING_CONTROLLER = ("import os, sys\n"
                       "child = os.fork()\n"
                       "if child == 0:\n"
                       "    os.setsid()\n"
+                      "    print(os.getpid(), flush=True)\n"
                       "    sys.stdin.read()\n"
                       "    os._exit(0)\n"
-                      "print(child, flush=True)\n"
                       "sys.stdin.read()\n")
 
 
