@@ -99,7 +99,8 @@ PATTERNS = {
 API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key", "sglang_router_admin_api_key"}
 # Router flags the deploy owns (the launcher adds them from files) or that would put a secret on argv.
 _ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "control-plane-api-keys": "sglang_router_admin_api_key",
-                     "worker-urls": "the inventory's group sglang_workers"}
+                     "worker-urls": "the inventory's group sglang_workers",
+                     "ca-cert-paths": "sglang_tls_ca of the servers that serve https"}
 _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
 # TLS (role sglang): PEM texts, several lines by nature; each must hold what its name says. Refusals never show the
 # key. An encrypted key is refused: SGLang's --ssl-keyfile-password is returned by /server_info.

@@ -101,3 +101,67 @@ def test_prometheus_scrapes_tls_servers_over_https_with_their_ca(tmp_path: Path)
     assert targets[0]["targets"] == ["10.0.0.11:30000"] and targets[0]["labels"]["__scheme__"] == "https"
     assert (out / "sglang-ca.crt").read_text() == CA
     assert "sglang-ca.crt" in result.stdout
+
+
+ROUTER_PLAYBOOK = """
+- name: Resolve the servers with TLS, as the deploy's first plays do
+  hosts: sglang_workers
+  gather_facts: false
+  vars:
+    sglang_config_plan: advisory
+  roles:
+    - role: sglang_config
+
+- name: Render the router's unit and its workers' CA file from role sglang_router's own files
+  hosts: sglang_routers
+  gather_facts: false
+  vars_files:
+    - "{{ playbook_dir_of_roles }}/sglang_router/defaults/main.yml"
+    - "{{ playbook_dir_of_roles }}/sglang_router/vars/main.yml"
+  tasks:
+    - name: The unit, as tasks/run.yml writes it
+      ansible.builtin.template:
+        src: "{{ playbook_dir_of_roles }}/sglang_router/templates/sglang-router.service.j2"
+        dest: "{{ render_dir }}/{{ inventory_hostname }}.service"
+        mode: "0600"
+      delegate_to: localhost
+    - name: The CA file's content and path, as tasks/run.yml writes them
+      ansible.builtin.copy:
+        content: "{{ {'cas': __sglang_router_worker_cas, 'file': __sglang_router_worker_ca_file} | to_json }}"
+        dest: "{{ render_dir }}/{{ inventory_hostname }}.cas.json"
+        mode: "0600"
+      delegate_to: localhost
+"""
+
+
+def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> None:
+    """Role sglang_router: with servers that serve https, the router's unit passes --ca-cert-paths with the file
+    that holds each server's CA once; without TLS neither the flag nor the file (the real router's behaviour with
+    both is tests/unit/roles/test_router_control_plane.py's)."""
+    playbook = tmp_path / "router.yml"
+    playbook.write_text(ROUTER_PLAYBOOK)
+    fleet = tmp_path / "fleet.yml"
+    fleet.write_text(yaml.safe_dump({"all": {"children": {
+        "sglang_workers": {"hosts": {"gpu-node-2": {"ansible_host": "10.0.0.12", "sglang_model_config_file": "",
+                                                    "sglang_draft_config_file": ""}}},
+        "sglang_routers": {"hosts": {"router-1": {"ansible_host": "10.0.0.5",
+                                                  "sglang_router_prometheus_host": "10.0.0.5"}}}}}}))
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
+    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    results = {}
+    for label, tls in (("tls", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}), ("plain", {})):
+        out = tmp_path / label
+        out.mkdir()
+        extra = tmp_path / f"{label}-vars.yml"
+        extra.write_text(yaml.safe_dump({**tls, "playbook_dir_of_roles": str(ROOT / "roles")}))
+        proc = subprocess.run([command, str(playbook), "-i", "inventory/example", "-i", str(fleet),
+                               "-e", f"render_dir={out}", "-e", f"@{extra}"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results[label] = ((out / "router-1.service").read_text(), json.loads((out / "router-1.cas.json").read_text()))
+    unit, cas = results["tls"]
+    assert cas == {"cas": [CA.strip()], "file": "/etc/sglang-router/workers-ca.pem"}  # two servers, one CA, once
+    assert "--ca-cert-paths /etc/sglang-router/workers-ca.pem" in unit
+    unit, cas = results["plain"]
+    assert cas["cas"] == [] and "--ca-cert-paths" not in unit

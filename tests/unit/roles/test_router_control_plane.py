@@ -8,10 +8,12 @@ state (a port answering, the router's list), bounded by helpers.wait_for."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -25,6 +27,7 @@ from typing import Any, NamedTuple
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
 from helpers import ROOT, wait_for
+from pki import Pki, make_pki
 
 LAUNCHER = ROOT / "roles/sglang_router/files/sglang_router_launch.py"
 WHEELHOUSE = ROOT / ".cache/wheelhouse-router"
@@ -100,34 +103,56 @@ def listed(router: str) -> dict[str, dict[str, Any]]:
     return mod.Router(router, ADMIN_KEY).workers()
 
 
-@pytest.fixture(scope="module")
-def router(router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
-    tmp = tmp_path_factory.mktemp("router")
-    FakeServer.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    worker = f"http://127.0.0.1:{server.server_address[1]}"
-    (tmp / "workers.json").write_text(json.dumps({"workers": {worker: WORKER_KEY}}))
+@contextlib.contextmanager
+def started_router(python: Path, tmp: Path, workers: dict[str, str], *flags: str) -> Iterator[tuple[str, int]]:
+    """The real router through the role's launcher on a free loopback port, with the clients' and the admin key
+    from files, registering ``workers`` (URL -> key); yields (its URL, its PID) once it answers /liveness."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "workers.json").write_text(json.dumps({"workers": workers}))
     (tmp / "api-key").write_text(CLIENT_KEY + "\n")
     (tmp / "admin-api-key").write_text(ADMIN_KEY + "\n")
     port = free_port()
-    argv = [str(router_python), str(LAUNCHER), "--workers", str(tmp / "workers.json"), "--key", str(tmp / "api-key"),
+    argv = [str(python), str(LAUNCHER), "--workers", str(tmp / "workers.json"), "--key", str(tmp / "api-key"),
             "--admin-key", str(tmp / "admin-api-key"), "--", "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()), "--policy", "round_robin",
-            "--health-check-interval-secs", "1"]
-    log = (tmp / "router.log").open("w")
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+            "--health-check-interval-secs", "1", *flags]
+    with (tmp / "router.log").open("w") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: process.poll() is not None or (port_open(port) and call(url + "/liveness") == 200), 60,
+                     0.1, "the router to answer /liveness")
+            assert process.poll() is None, (tmp / "router.log").read_text()
+            yield url, process.pid
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)  # the router and the launcher's detached registrar
+            process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def fake_server(pki: Pki | None = None) -> Iterator[tuple[str, list[tuple[str, str | None]]]]:
+    """A fake SGLang server on a free loopback port, https with ``pki``'s certificate when given; yields its URL
+    and the (path, Authorization) of each request it answered."""
+    seen: list[tuple[str, str | None]] = []
+    handler = type("Recording", (FakeServer,), {"seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if pki is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki.cert, pki.key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        wait_for(lambda: process.poll() is not None or (port_open(port) and call(url + "/liveness") == 200), 60, 0.1,
-                 "the router to answer /liveness")
-        assert process.poll() is None, (tmp / "router.log").read_text()
-        yield Router(url, process.pid, worker, FakeServer.seen)
+        yield f"{'https' if pki else 'http'}://127.0.0.1:{server.server_address[1]}", seen
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the router and the launcher's detached registrar
-        process.wait(timeout=30)
         server.shutdown()
-        log.close()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def router(router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+    with fake_server() as (worker, seen), \
+            started_router(router_python, tmp_path_factory.mktemp("router"), {worker: WORKER_KEY}) as (url, pid):
+        yield Router(url, pid, worker, seen)
 
 
 def port_open(port: int) -> bool:
@@ -168,3 +193,34 @@ def test_the_deploys_module_takes_a_server_out_and_back_with_the_admin_key(route
     with pytest.raises(mod.RouterError, match="HTTP 401"):
         mod.run(mod.Router(router.url, CLIENT_KEY), [router.worker], "absent", wait=True, timeout=60, check=False)
     assert list(listed(router.url)) == [router.worker]
+
+
+# --- https workers: the router verifies them against the servers' CAs (role sglang_router's --ca-cert-paths) -----
+
+def test_the_router_verifies_an_https_server_against_the_ca_file_the_role_writes(
+        router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A server with TLS (sglang_tls_*, role sglang) serves https only, with a certificate a private CA signed. The
+    role gives the router that CA (--ca-cert-paths <config dir>/workers-ca.pem): the server is registered, healthy
+    and serves through the router with its own key. Without the flag the router cannot verify it, and no generation
+    reaches it (what the role's CA file prevents)."""
+    tmp = tmp_path_factory.mktemp("router-tls")
+    pki = make_pki(tmp / "pki", "deploy")
+    other = make_pki(tmp / "other", "stranger")
+    bundle = tmp / "workers-ca.pem"  # what the role writes: each https server's CA once, one after another
+    bundle.write_text(other.ca.read_text().strip() + "\n" + pki.ca.read_text().strip() + "\n")
+    with fake_server(pki) as (worker, seen):
+        with started_router(router_python, tmp / "with", {worker: WORKER_KEY}, "--ca-cert-paths", str(bundle)) as (
+                url, _pid):
+            wait_for(lambda: listed(url).get(worker, {}).get("is_healthy"), 60, 0.1,
+                     "the launcher to register the https server, healthy")
+            assert call(url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}) == 200
+            assert ("/generate", f"Bearer {WORKER_KEY}") in seen
+        seen.clear()
+        with started_router(router_python, tmp / "without", {worker: WORKER_KEY}) as (url, _pid):
+            log = tmp / "without" / "router.log"
+            # The router's registration workflow logs each failed check: it cannot verify the certificate.
+            wait_for(lambda: f"health checks failed for {worker}" in log.read_text(), 60, 0.1,
+                     "the router's failed health check of the https server")
+            assert not listed(url).get(worker, {}).get("is_healthy")
+            assert call(url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}) != 200
+            assert ("/generate", f"Bearer {WORKER_KEY}") not in seen
