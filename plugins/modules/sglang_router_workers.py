@@ -68,6 +68,10 @@ options:
         failed rollout left out of the router (drained, maybe half-changed) then stays out until its turn,
         instead of taking traffic in between. A deferred worker the router lists stays; O(state=exact) does
         not remove it, and O(wait) does not wait for it.
+      - One server per host - a listed worker at the host of a worker of O(workers) under another URL is that
+        server at its earlier address (turning TLS on changes the scheme, a new port the port). O(state=exact) keeps
+        a deferred worker's earlier address until its turn; O(state=absent) removes the earlier address too; a
+        worker added replaces its earlier address (added first, then the old one removed).
     type: list
     elements: str
     default: []
@@ -182,6 +186,7 @@ import time
 from http.client import HTTPException
 from typing import Any
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
@@ -240,21 +245,41 @@ def worker_keys_of(keys: dict[str, Any] | None) -> dict[str, str]:
     return {norm(url): str(key) for url, key in (keys or {}).items() if key}
 
 
+def host_of(url: str) -> str:
+    """A worker URL's host: one server per host, so a listed URL of a wanted worker's host that is not that URL is
+    the same server at its earlier address (TLS turned on changes the scheme, a new port the port)."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+def earlier(current: dict[str, dict[str, Any]], urls: list[str] | tuple[str, ...], wanted: list[str]) -> list[str]:
+    """The listed URLs that are an earlier address of one of ``urls`` (same host, not wanted)."""
+    hosts = {host_of(url) for url in urls}
+    return [url for url in current if url not in wanted and host_of(url) in hosts]
+
+
 def plan(current: dict[str, dict[str, Any]], wanted: list[str], state: str,
          defer: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
-    """(to add, to remove) for the requested state; a deferred worker the router does not list is not added."""
+    """(to add, to remove) for the requested state; a deferred worker the router does not list is not added, and
+    its earlier address stays until its turn (the rollout drains and replaces it). Absent removes a worker at its
+    earlier address too; an added worker replaces its earlier address (added first, then the old one removed)."""
     if state == "absent":
-        return [], [url for url in wanted if url in current]
+        return [], [url for url in current if url in wanted] + earlier(current, wanted, wanted)
     add = [url for url in wanted if url not in current and url not in defer]
-    remove = [url for url in current if url not in wanted] if state == "exact" else []
+    remove = earlier(current, add, wanted)
+    if state == "exact":
+        moving = {host_of(url) for url in defer}
+        remove += [url for url in current if url not in wanted and url not in remove and host_of(url) not in moving]
     return add, remove
 
 
 def settled(current: dict[str, dict[str, Any]], wanted: list[str], state: str, defer: tuple[str, ...] = ()) -> bool:
     if state == "absent":
-        return not any(url in current for url in wanted)
-    present = all(url in current and current[url]["is_healthy"] for url in wanted if url not in defer)
-    extra = state == "exact" and any(url not in wanted for url in current)
+        return not any(url in current for url in wanted) and not earlier(current, wanted, wanted)
+    serving = [url for url in wanted if url not in defer]
+    present = all(url in current and current[url]["is_healthy"] for url in serving)
+    moving = {host_of(url) for url in defer}
+    extra = earlier(current, serving, wanted) or (
+        state == "exact" and any(url not in wanted and host_of(url) not in moving for url in current))
     return present and not extra
 
 
@@ -331,8 +356,25 @@ def run(router: Router, wanted: list[str], state: str, wait: bool, timeout: int,
             "diff": diff, "router_down_s": waiter.down, **({"msg": note} if note else {})}
 
 
-def follow_file(module: AnsibleModule, path: str, wanted: list[str], state: str, keys: dict[str, str]) -> bool:
-    """Change the launcher's worker file as the router's list changes; whether it changed (would, in check)."""
+def launcher_workers(before: dict[str, str], wanted: list[str], state: str, keys: dict[str, str],
+                     deferred: set[str]) -> dict[str, str]:
+    """The launcher's worker mapping (URL -> key) after the change: what a router that restarts then registers."""
+    if state == "absent":
+        after = {url: key for url, key in before.items() if url not in wanted}
+        return {url: key for url, key in after.items() if url not in earlier(after, wanted, wanted)}
+    # A deferred server still listed at its earlier address stays there until its turn.
+    waiting = [url for url in wanted if url in deferred and url not in before and earlier(before, [url], wanted)]
+    kept = earlier(before, waiting, wanted)
+    after = dict(before) if state == "present" else {url: before[url] for url in kept}
+    after.update({url: keys.get(url, before.get(url, "")) for url in wanted if url not in waiting})
+    replaced = earlier(after, [url for url in wanted if url not in waiting], wanted)
+    return {url: key for url, key in after.items() if url not in replaced}
+
+
+def follow_file(module: AnsibleModule, path: str, wanted: list[str], state: str, keys: dict[str, str],
+                defer: list[str] | None = None) -> bool:
+    """Change the launcher's worker file as the router's list changes (plan's rules: a deferred server stays at its
+    earlier address until its turn); whether it changed (would, in check)."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -341,12 +383,7 @@ def follow_file(module: AnsibleModule, path: str, wanted: list[str], state: str,
     except (OSError, ValueError) as exc:
         raise RouterError(f"workers_file {path}: {exc}") from exc
     before = {norm(url): key for url, key in dict(data.get("workers") or {}).items()}
-    after = dict(before) if state != "exact" else {}
-    for url in (norm(url) for url in wanted):
-        if state == "absent":
-            after.pop(url, None)
-        else:
-            after[url] = keys.get(url, before.get(url, ""))
+    after = launcher_workers(before, [norm(url) for url in wanted], state, keys, {norm(url) for url in defer or ()})
     if after == before:
         return False
     if not module.check_mode:
@@ -376,8 +413,8 @@ def main() -> None:
     p = module.params
     try:
         # The file first: a router that restarts in between registers what the rollout wants.
-        moved = (follow_file(module, p["workers_file"], p["workers"], p["state"], worker_keys_of(p["worker_api_keys"]))
-                 if p["workers_file"] else False)
+        moved = (follow_file(module, p["workers_file"], p["workers"], p["state"], worker_keys_of(p["worker_api_keys"]),
+                             p["defer"]) if p["workers_file"] else False)
         result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
                      module.check_mode, worker_keys=p["worker_api_keys"], defer=p["defer"])
     except RouterError as exc:

@@ -1,6 +1,6 @@
 """Verify the engine scenario: the package against the real SGLang 0.5.23 server (PyPI's wheel, on the CPU).
 
-The tests are the thirteen drills of the real engine, in file order, each driving the user's own playbooks through
+The tests are the fourteen drills of the real engine, in file order, each driving the user's own playbooks through
 the CLI and printing a `MEASURED engine drill N` line with the version the server itself reports:
 1. the first deploy, whose readiness wait follows the real startup log;
 2. a rerun, which changes and restarts nothing;
@@ -17,7 +17,9 @@ the CLI and printing a `MEASURED engine drill N` line with the version the serve
     takes the admin key; the router still serves through both servers;
 12. the allow-list: a host not on it (the other server) cannot connect to a server's port, the router can (the
     firewall of the unit, IPAddressDeny=any with IPAddressAllow=; role sglang_service);
-13. no key appears in the Ansible output of any drill, although SGLang's own startup line prints them to the journal.
+13. no key appears in the Ansible output of any drill, although SGLang's own startup line prints them to the journal;
+14. TLS (run before 13): both servers rolled onto https by one deploy; plain HTTP and another CA refused, the client key
+    still required; the real router, given the servers' CA by its role, lists them as https and serves through them.
 What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
 .cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
 Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
@@ -25,10 +27,13 @@ Every wait is on state the servers, systemd or Prometheus report; a deadline onl
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import threading
@@ -45,7 +50,9 @@ import pytest
 import testinfra
 import testinfra.utils.ansible_runner
 import yaml
+from cryptography import x509
 from drill import LOGS, recap, run_playbook, why
+from pki import make_pki
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -817,6 +824,86 @@ def test_the_recorded_engine_matches_the_committed_fixtures(host: Any) -> None:
     for path in ("startup-0.5.23-cpu.log",):
         for marker in markers:
             assert marker in (RECORDED / path).read_text() and marker in (FIXTURES / path).read_text(), marker
+
+
+# --- 14. TLS: the real server serves https only, and the real router verifies it ------------------------------------
+# (Before drill 13, which then also reads this drill's output; last of the server drills: the servers stay on https.)
+
+def https_status(url: str, ca: Path, body: dict[str, Any] | None = None, key: str | None = CLIENT_KEY) -> int:
+    """The status of a call over https, verified against ``ca`` (a failed verification raises)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with urllib.request.urlopen(_request(url, body, key), timeout=120, context=context) as response:
+            response.read()
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def refused(call: Callable[[], Any]) -> str:
+    """What a call that must not be served raised ('' when it was served)."""
+    try:
+        call()
+    except (OSError, http.client.HTTPException) as error:  # URLError, ssl.SSLError, a reset: all OSError
+        return type(error).__name__
+    return ""
+
+
+def test_14_tls_servers_serve_https_only_behind_the_real_router_that_verifies_them(
+        host: Any, tmp_path: Path) -> None:
+    """sglang_tls_cert/_key/_ca (role sglang) on both servers, rolled by one deploy behind the real router: SGLang's
+    uvicorn serves https only with the certificate (--ssl-certfile, --ssl-keyfile; --ssl-ca-certs verifies its own
+    warm-up), the readiness wait reaches it over https against the CA, the router is given the CA (role
+    sglang_router, --ca-cert-paths) and serves through both; the key is on no command line and in no output."""
+    served_version = version(WORKERS[0])  # over plain HTTP, before the change
+    names = [x509.DNSName(name) for name in [*WORKERS, "localhost"]]
+    addresses = [x509.IPAddress(ipaddress.ip_address(a)) for a in ["127.0.0.1", *(ip(name) for name in WORKERS)]]
+    pki = make_pki(tmp_path / "pki", "engine", names + addresses)
+    stranger = make_pki(tmp_path / "stranger", "stranger")
+    tls_vars = tmp_path / "tls.yml"
+    tls_vars.write_text(yaml.safe_dump({"sglang_tls_cert": pki.cert.read_text(), "sglang_tls_key": pki.key.read_text(),
+                                        "sglang_tls_ca": pki.ca.read_text()}))
+    tls_vars.chmod(0o600)
+    before = {name: invocation(name) for name in WORKERS}
+    rc, out, seconds = deploy("-e", f"@{tls_vars}")
+    assert rc == 0, why(out)
+    key_lines = [line for line in pki.key.read_text().splitlines() if line and not line.startswith("-----")]
+    assert not [line for line in key_lines if line in out], "the TLS key reached the Ansible output"
+    codes = {}
+    for name in WORKERS:
+        assert invocation(name) != before[name], f"{name} did not restart onto TLS"
+        argv = running_argv(name)
+        assert argv[argv.index("--ssl-certfile") + 1] == "/etc/sglang/kimi.tls.crt", argv
+        assert argv[argv.index("--ssl-keyfile") + 1] == "/etc/sglang/kimi.tls.key", argv
+        assert not [line for line in key_lines if line in " ".join(argv)]
+        key_file = on(name).file("/etc/sglang/kimi.tls.key")
+        assert (key_file.user, key_file.group, key_file.mode) == ("root", "sglang", 0o640)
+        url = f"https://{ip(name)}:30000"
+        codes[name] = {
+            "https /generate with the client key": https_status(url + "/generate", pki.ca, GENERATE),
+            "https /generate without a key": https_status(url + "/generate", pki.ca, GENERATE, key=None),
+            "plain http": refused(lambda name=name: status(f"http://{ip(name)}:30000/health", timeout=30)),
+            "https against another CA": refused(lambda url=url: https_status(url + "/health", stranger.ca)),
+        }
+        assert codes[name]["https /generate with the client key"] == 200, codes
+        assert codes[name]["https /generate without a key"] == 401, codes
+        assert codes[name]["plain http"] and codes[name]["https against another CA"], codes
+    ca_file = on(ROUTER).file("/etc/sglang-router/workers-ca.pem")
+    assert ca_file.exists and ca_file.content_string.strip() == pki.ca.read_text().strip()
+    assert "--ca-cert-paths" in on(ROUTER).check_output("systemctl show sglang-router --property=ExecStart")
+    expected = {f"https://{name}:30000" for name in WORKERS}
+
+    def both_https_and_healthy() -> dict[str, bool] | None:
+        with urllib.request.urlopen(f"http://{ip(ROUTER)}:30080/workers", timeout=30) as answer:
+            now = {w["url"].rstrip("/"): bool(w.get("is_healthy")) for w in json.loads(answer.read())["workers"]}
+        return now if set(now) == expected and all(now.values()) else None
+
+    urls = sorted(wait_for("the router to list both servers over https, healthy", both_https_and_healthy, 120))
+    served = [status(f"http://{ip(ROUTER)}:30080/generate", GENERATE, timeout=120) for _attempt in range(4)]
+    assert served == [200] * 4, served
+    print(f"MEASURED engine drill 14 TLS: sglang {served_version}; both servers rolled onto https in {seconds:.1f} s "
+          f"(one deploy, one restart each); {codes}; the router lists {urls} and served {served} through them, "
+          "verifying each against the CA file the role wrote")
 
 
 # --- 13. no key in Ansible's output -------------------------------------------------------------------------------

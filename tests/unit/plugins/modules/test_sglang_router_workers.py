@@ -263,3 +263,55 @@ def test_the_launchers_worker_file_follows_the_change_in_the_roles_format(
     Module.check_mode = True
     assert mod.follow_file(Module(), str(path), [A], "absent", {}) is True  # type: ignore[arg-type]
     assert path.read_text() == role_file(expected)  # check mode: told, not written
+
+
+# --- a server that moves to another address (TLS turned on: the scheme; a new port) ---------------------------------
+A_TLS, B_TLS = "https://a:30000", "https://b:30000"
+
+
+def test_a_deploy_that_moves_every_server_to_https_keeps_them_at_their_earlier_address_until_their_turn(
+        router: FakeRouter) -> None:
+    """deploy.yml's router play defers the servers it restarts; their new (https) addresses are not added, and the
+    old ones serve on, not pruned as strangers: the router never empties before the roll."""
+    mod.run(client(router), [A, B, C], "present", True, 5, check=False)
+    result = mod.run(client(router), [A_TLS, B_TLS, C], "exact", True, 5, check=False, defer=[A_TLS, B_TLS])
+    assert result["added"] == [] and result["removed"] == [] and sorted(router.workers) == [A, B, C]
+    # Its turn: the drain takes it out at its earlier address, the rejoin adds the new one; the other keeps serving.
+    drained = mod.run(client(router), [A_TLS], "absent", True, 5, check=False)
+    assert drained["removed"] == [A] and sorted(router.workers) == [B, C]
+    back = mod.run(client(router), [A_TLS], "present", True, 5, check=False)
+    assert back["added"] == [A_TLS] and set(router.workers) == {A_TLS, B, C}
+    # A later router play, the roll done: nothing to change.
+    assert not mod.run(client(router), [A_TLS, B, C], "exact", True, 5, check=False)["changed"]
+
+
+def test_a_server_added_at_its_new_address_replaces_its_earlier_one_and_no_other(router: FakeRouter) -> None:
+    mod.run(client(router), [A, B], "present", True, 5, check=False)
+    result = mod.run(client(router), ["http://a:31000"], "present", True, 5, check=False)
+    assert result["added"] == ["http://a:31000"] and result["removed"] == [A]
+    assert sorted(router.workers) == ["http://a:31000", B]
+    assert router.calls.index("POST http://a:31000") < len(router.calls) - 1  # added before the old one went
+
+
+@pytest.mark.parametrize(("state", "wanted", "defer", "expected"), [
+    # the router play of a deploy that moves A to https: A stays at its earlier address in the file
+    ("exact", [A_TLS, B], [A_TLS], {A: "key-a", B: "key-b"}),
+    # the drain of A (at its new address): its earlier address goes
+    ("absent", [A_TLS], [], {B: "key-b"}),
+    # the rejoin: the new address with its key, the earlier one replaced
+    ("present", [A_TLS], [], {A_TLS: "key-a2", B: "key-b"}),
+    # a deferred server with no earlier address is written at its new one, as before
+    ("exact", [A, B, C], [C], {A: "key-a", B: "key-b", C: "key-c"}),
+])
+def test_the_launchers_file_keeps_a_deferred_server_at_its_earlier_address(
+        state: str, wanted: list[str], defer: list[str], expected: dict[str, str]) -> None:
+    keys = {A_TLS: "key-a2", B: "key-b", C: "key-c"}
+    assert mod.launcher_workers({A: "key-a", B: "key-b"}, wanted, state, keys, set(defer)) == expected
+
+
+def test_settled_waits_until_a_moved_servers_earlier_address_is_gone() -> None:
+    listed = {A: {"is_healthy": True}, A_TLS: {"is_healthy": True}}
+    assert not mod.settled(listed, [A_TLS], "present")
+    assert mod.settled({A_TLS: {"is_healthy": True}}, [A_TLS], "present")
+    assert not mod.settled({A: {"is_healthy": True}}, [A_TLS], "absent")
+    assert mod.settled({A: {"is_healthy": True}, B: {"is_healthy": True}}, [A_TLS, B], "exact", (A_TLS,))
