@@ -74,6 +74,57 @@ def weight_notes(pinned: dict[str, Any], detected: dict[str, Any] | None) -> lis
     return notes
 
 
+def _numa_differences(typed: Any, found: Any) -> tuple[list[str], list[str]]:
+    """sglang_host_numa_memory against the host's reading: another GPU-to-node map or other nodes is another
+    machine (an error, as for the hardware facts); a node's GB more than 10 % off what it has available is a note."""
+    if is_unset(typed) or not isinstance(found, dict) or not found.get("gpus"):
+        return [], []
+    try:
+        mine = numa_memory(typed)
+    except ValueError:
+        return [], []  # refused as the variable's own problem
+    var, allowed = "sglang_host_numa_memory", "allowed: the host's figures, or unset it to use what the host reports"
+    theirs = {str(node): int(size) for node, size in dict(found.get("nodes") or {}).items()}
+    gpus = [int(node) for node in found["gpus"]]
+    if mine["gpus"] != gpus:
+        return [f"{var}: gpus says {mine['gpus']} (the NUMA node of each GPU, GPU 0 first) but the host has {gpus}; "
+                f"{allowed}"], []
+    if sorted(map(int, mine["nodes"])) != sorted(map(int, theirs)):
+        return [f"{var}: nodes_gb gives node(s) {sorted(map(int, mine['nodes']))} but the host has "
+                f"{sorted(map(int, theirs))}; {allowed}"], []
+    notes = [f"{var}: node {node}: the plan counts {size / 1e9:,.0f} GB, the host has {theirs[node] / 1e9:,.0f} GB "
+             f"available now ({size / theirs[node] - 1:+.0%}); the pinned figure wins (unset it to plan with the "
+             "host's reading)" for node, size in sorted(mine["nodes"].items(), key=lambda item: int(item[0]))
+             if theirs[node] > 0 and abs(size - theirs[node]) > 0.10 * theirs[node]]
+    return [], notes
+
+
+def _host_memory_note(typed: Any, found: Any) -> list[str]:
+    """sglang_host_memory_available_gb more than 10 % above what the host has available now: the host KV cache
+    (HiCache) and the presharded dump are sized from the pinned figure, which the host may not have at start."""
+    fact = next(f for f in FACTS if f.key == "host_mem_available_bytes")
+    if is_unset(typed) or not found:
+        return []
+    try:
+        size = _fact_number(typed, fact.scale)
+    except ValueError:
+        return []
+    if size <= 1.10 * int(found):
+        return []
+    return [f"{fact.var}: the plan counts {size / 1e9:,.0f} GB of host memory, the host has {int(found) / 1e9:,.0f} "
+            f"GB available now ({size / int(found) - 1:+.0%}): what the plan sizes from it (the host KV cache) may "
+            "not fit at start; the pinned figure wins (unset it to plan with the host's reading)"]
+
+
+def pinned_differences(pinned: dict[str, Any], detected: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(errors, notes): the host figures the inventory pins (they win over the host's own reading, so that a plan
+    can be made offline), against that reading during a deploy."""
+    detected = detected or {}
+    errors, notes = _numa_differences(pinned.get("numa_memory"), detected.get("numa_memory"))
+    notes += _host_memory_note(pinned.get("host_mem_available_bytes"), detected.get("host_mem_available_bytes"))
+    return errors, notes + weight_notes(pinned, detected)
+
+
 def _architecture(config: dict[str, Any] | None) -> tuple[str, str]:
     if not config:
         return "", ""
@@ -168,7 +219,9 @@ def run(config: dict[str, Any], pinned: dict[str, Any], detected: dict[str, Any]
         raise ValueError(f"plan mode {plan_mode!r}; allowed: {', '.join(PLAN_MODES)}")
     facts, errors = merge_facts(pinned, detected)
     errors += list((detected or {}).get("errors") or [])
-    warnings = list((detected or {}).get("notes") or []) + weight_notes(pinned, detected)
+    differences, notes = pinned_differences(pinned, detected)
+    errors += differences
+    warnings = list((detected or {}).get("notes") or []) + notes
     architecture, model_type = _architecture(facts.get("model_config"))
     hardware = {"compute_capability": facts.get("compute_capability"), "gpu_count": facts.get("gpu_count"),
                 "model_architecture": architecture, "model_type": model_type,

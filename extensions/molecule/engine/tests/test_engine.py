@@ -865,8 +865,18 @@ def test_14_tls_servers_serve_https_only_behind_the_real_router_that_verifies_th
                                         "sglang_tls_ca": pki.ca.read_text()}))
     tls_vars.chmod(0o600)
     before = {name: invocation(name) for name in WORKERS}
+    load = Load(tmp_path)  # bounded load through the router, as drill 6
+    wait_for("the load's first answers", lambda: load.events.exists() or load.proc.poll() is not None, 60)
     rc, out, seconds = deploy("-e", f"@{tls_vars}")
+    summary, load_out = load.finish()
+    print(load_out)
     assert rc == 0, why(out)
+    # The router kept each server at its plain address until its turn, then took it back over https.
+    events = [(e["url"].split(":")[0], e["url"].split("//")[1].split(":")[0], e["event"])
+              for e in load.router_events() if e["event"] in ("removed", "added")]
+    assert events == [("http", WORKERS[0], "removed"), ("https", WORKERS[0], "added"),
+                      ("http", WORKERS[1], "removed"), ("https", WORKERS[1], "added")], events
+    assert summary["failed"] == 0 and summary["sent"] > 20 and summary["min_healthy"] >= 1, summary
     key_lines = [line for line in pki.key.read_text().splitlines() if line and not line.startswith("-----")]
     assert not [line for line in key_lines if line in out], "the TLS key reached the Ansible output"
     codes = {}
@@ -902,7 +912,8 @@ def test_14_tls_servers_serve_https_only_behind_the_real_router_that_verifies_th
     served = [status(f"http://{ip(ROUTER)}:30080/generate", GENERATE, timeout=120) for _attempt in range(4)]
     assert served == [200] * 4, served
     print(f"MEASURED engine drill 14 TLS: sglang {served_version}; both servers rolled onto https in {seconds:.1f} s "
-          f"(one deploy, one restart each); {codes}; the router lists {urls} and served {served} through them, "
+          f"(one deploy, one restart each) under load: {summary['sent']} requests, {summary['failed']} failed, at "
+          f"least {summary['min_healthy']}/2 healthy; {codes}; the router lists {urls} and served {served} through them, "
           "verifying each against the CA file the role wrote")
 
 

@@ -117,3 +117,45 @@ def test_a_typed_weight_size_far_from_the_hosts_files_is_reported() -> None:
         "under 1 % of that: stand-in shards (the sandbox's are a few KB each, its simulator plays the full size) or a "
         "copy still missing its files (role sglang_weights verifies it against its manifest)"]
     assert preflight.weight_notes({"draft_weight_bytes_total": "1 GB"}, None) == []
+
+
+# --- pinned host figures against the host's own reading (a deploy) ----------------------------------------------
+HOST_NUMA = {"nodes": {"0": 220 * 10**9, "1": 221 * 10**9}, "gpus": [0, 0, 0, 0, 1, 1, 1, 1]}
+
+
+def test_a_pinned_numa_map_of_another_machine_is_refused_naming_the_variable() -> None:
+    fewer = {"nodes_gb": {"0": 220, "1": 221}, "gpus": [0, 0, 0, 1, 1, 1]}
+    errors, notes = preflight.pinned_differences({"numa_memory": fewer}, {"numa_memory": HOST_NUMA})
+    assert errors == ["sglang_host_numa_memory: gpus says [0, 0, 0, 1, 1, 1] (the NUMA node of each GPU, GPU 0 "
+                      "first) but the host has [0, 0, 0, 0, 1, 1, 1, 1]; allowed: the host's figures, or unset it "
+                      "to use what the host reports"] and notes == []
+    other_nodes = {"nodes_gb": {"0": 220, "2": 221}, "gpus": [0, 0, 0, 0, 2, 2, 2, 2]}
+    errors, _notes = preflight.pinned_differences({"numa_memory": other_nodes},
+                                                  {"numa_memory": {**HOST_NUMA, "gpus": [0, 0, 0, 0, 2, 2, 2, 2]}})
+    assert errors and "nodes_gb gives node(s) [0, 2] but the host has [0, 1]" in errors[0]
+
+
+def test_a_pinned_numa_figure_far_from_the_hosts_is_reported_and_a_close_one_is_not() -> None:
+    pinned = {"numa_memory": {"nodes_gb": {"0": 400, "1": 225}, "gpus": [0, 0, 0, 0, 1, 1, 1, 1]}}
+    errors, notes = preflight.pinned_differences(pinned, {"numa_memory": HOST_NUMA})
+    assert errors == [] and notes == [
+        "sglang_host_numa_memory: node 0: the plan counts 400 GB, the host has 220 GB available now (+82%); the "
+        "pinned figure wins (unset it to plan with the host's reading)"]
+    # Offline (no reading) or unset: nothing to compare.
+    assert preflight.pinned_differences(pinned, None) == ([], [])
+    assert preflight.pinned_differences({"numa_memory": None}, {"numa_memory": HOST_NUMA}) == ([], [])
+
+
+def test_pinned_host_memory_above_what_the_host_has_is_reported() -> None:
+    errors, notes = preflight.pinned_differences({"host_mem_available_bytes": 449 * 10**9},
+                                                 {"host_mem_available_bytes": 300 * 10**9})
+    assert errors == [] and len(notes) == 1 and notes[0].startswith(
+        "sglang_host_memory_available_gb: the plan counts 449 GB of host memory, the host has 300 GB available now "
+        "(+50%)")
+    assert preflight.pinned_differences({"host_mem_available_bytes": 449 * 10**9},
+                                        {"host_mem_available_bytes": 440 * 10**9}) == ([], [])
+
+
+def test_a_deploy_reports_the_differences_in_its_preflight() -> None:
+    result = preflight.run(resolved(), EXAMPLE, {"host_mem_available_bytes": 200 * 10**9})
+    assert any(w.startswith("sglang_host_memory_available_gb: the plan counts 449 GB") for w in result["warnings"])
