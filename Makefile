@@ -77,7 +77,7 @@ ee: collection
 
 # Two workers, each test module whole on one of them (its module-scoped fixtures run once).
 unit: setup
-	pytest -n 2 --dist loadfile
+	pytest -n 2 --dist loadfile --durations=20
 
 molecule: setup
 	bash scripts/molecule-lanes.sh
