@@ -10,6 +10,7 @@ links this checkout). Scripts are not Python packages: ``load_script`` is the on
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -97,6 +98,16 @@ class FakeClock:
 # only decides when a broken server is declared broken: a busy machine (pytest -n 2 beside the linters) may make
 # a start take many times longer, and must never make a test fail.
 PATIENCE = 60.0
+
+
+def send_json(handler: Any, code: int, body: Any) -> None:
+    """Answer an http.server request with a JSON body: what the fake SGLang servers and routers of the tests send."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import loadgen  # molecule/resources, on pytest's pythonpath
-from helpers import ROOT
+from helpers import ROOT, send_json
 
 LOADGEN = ROOT / "extensions/molecule/resources/loadgen.py"
 
@@ -28,12 +28,7 @@ class Router(BaseHTTPRequestHandler):
     generated = threading.Semaphore(0)  # one release per generation served
 
     def reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, body)
 
     def do_GET(self) -> None:
         self.reply({"workers": [{"url": url, "is_healthy": True} for url in Router.workers]})

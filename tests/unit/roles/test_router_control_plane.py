@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
-from helpers import ROOT, wait_for
+from helpers import ROOT, send_json, wait_for
 from pki import Pki, make_pki
 
 LAUNCHER = ROOT / "roles/sglang_router/files/sglang_router_launch.py"
@@ -47,12 +47,7 @@ class FakeServer(BaseHTTPRequestHandler):
         self.seen.append((self.path, self.headers.get("Authorization")))
         body = ({"text": "ok", "meta_info": {"completion_tokens": 1}} if self.path.startswith("/generate")
                 else {"model_path": "fake", "is_generation": True})
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, body)
 
     do_GET = do_POST = _answer
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.modules import sglang_router_workers as mod
-from helpers import FakeClock
+from helpers import FakeClock, send_json
 
 
 class FakeRouter(ThreadingHTTPServer):
@@ -32,12 +32,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body)
 
     def do_GET(self) -> None:
         self.server.authorization.append(self.headers.get("Authorization"))
