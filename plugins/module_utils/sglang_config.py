@@ -210,6 +210,22 @@ def _section_off(setting: Setting, run: _Run) -> bool:
     return True
 
 
+# The live thresholds: SGLang takes them without speculative decoding (its own default is 1.0) and they do nothing.
+_SPECULATIVE_ONLY = ("sglang_speculative_accept_threshold_single", "sglang_speculative_accept_threshold_acc")
+
+
+def _live_without_speculative(run: _Run) -> None:
+    """A live threshold set while speculative decoding is off is written and set live all the same (SGLang 0.5.23
+    accepts both flags, and /set_internal_state the values, without a draft): the plan notes that it does nothing."""
+    if not is_unset(run.values.get("sglang_speculative_algorithm")):
+        return
+    for var in _SPECULATIVE_ONLY:
+        if not is_unset(run.values.get(var)):
+            run.problems.warn(var, "has no effect without speculative decoding (sglang_speculative_algorithm is not "
+                              "set): it is written to the unit and set live all the same, and does nothing until "
+                              "speculative decoding is on")
+
+
 def _gate(var: str) -> Setting:
     return next(s for s in table.SETTINGS if s.var == var)
 
@@ -739,6 +755,7 @@ def resolve(inputs: dict[str, Any], catalog_directory: str | None = None) -> dic
         problems.error("sglang_version", str(exc))
     run = _Run(values, names, problems, _multinode(values, problems))
     _named(run)
+    _live_without_speculative(run)
     _keys(run)
     tls = _tls(run)
     if catalog:

@@ -1053,9 +1053,6 @@ def safety(given: dict[str, Any], known: dict[str, Any], errors: list[str] | Non
 # LimitNOFILE= below what a server with thousands of connections, NCCL's sockets and the safetensors files needs:
 # the kernel's own default soft limit (1024) is the floor.
 LIMIT_NOFILE_MIN = 1024
-_SPECULATIVE_ONLY = ("sglang_speculative_accept_threshold_single", "sglang_speculative_accept_threshold_acc")
-
-
 def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
     errors = []
     nofile = given.get("sglang_service_limit_nofile")
@@ -1077,12 +1074,8 @@ def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
                               f"{text!r}), and the plan would keep one silently; allowed: each node once")
             elif number is not None:
                 seen[number] = text
-    algorithm = _setting(given, known, "sglang_speculative_algorithm")
-    for var in _SPECULATIVE_ONLY:
-        if var in given and not is_unset(given[var]) and is_unset(algorithm):
-            errors.append(f"{var}: has no effect without speculative decoding (sglang_speculative_algorithm is not "
-                          "set), and would be written to the unit doing nothing; allowed: leave it out, or set "
-                          "sglang_speculative_algorithm")
+    # A live threshold without speculative decoding is not refused: the plan notes it (sglang_config, the real
+    # engine's live-change drill sets one on a server without a draft).
     extra = given.get("sglang_extra_args")
     if isinstance(extra, dict):
         for key in extra:

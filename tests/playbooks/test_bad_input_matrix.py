@@ -310,9 +310,8 @@ def _class11(add: Add) -> None:
     add(11, "advertise-host-blank", {"sglang_advertise_host": "gpu node 1"})
     add(11, "limit-nofile-one", {"sglang_service_limit_nofile": 1})
     add(11, "numa-node-twice", {"sglang_host_numa_memory": {"nodes_gb": {"0": 220, "00": 90}, "gpus": [0, 0]}})
-    add(11, "threshold-without-speculative", {"sglang_speculative_algorithm": None,
-                                              "sglang_speculative_accept_threshold_acc": 0.5},
-        "sglang_speculative_accept_threshold_acc")
+    # A live threshold without speculative decoding is rendered with a note in the plan, not refused
+    # (tests/unit/plugins/module_utils/test_sglang_config.py; the engine's live-change drill sets one).
     add(11, "extra-numa-node", {"sglang_extra_args": {"numa-node": [0, 1, 2, 3, 4, 5, 6, 7]}},
         "sglang_extra_args['numa-node']")
 

@@ -385,3 +385,17 @@ def test_prestaged_weights_keep_the_server_off_the_hugging_face_hub() -> None:
     assert resolve(sglang_weights_mode="prestaged")["env"]["HF_HUB_OFFLINE"] == "1"
     assert "HF_HUB_OFFLINE" not in resolve(sglang_weights_mode="download")["env"]
     assert resolve(sglang_env={"HF_HUB_OFFLINE": 0})["env"]["HF_HUB_OFFLINE"] == "0"  # the inventory may say otherwise
+
+
+def test_a_live_threshold_without_speculative_decoding_is_written_with_a_note() -> None:
+    """SGLang 0.5.23 takes --speculative-accept-threshold-acc without a draft (and /set_internal_state the value): the
+    unit carries it, and the plan notes that it does nothing (the engine's live-change drill sets one on the CPU)."""
+    result = resolve(sglang_speculative_algorithm=None, sglang_speculative_draft_model_path=None,
+                     sglang_speculative_num_steps=None, sglang_speculative_eagle_topk=None,
+                     sglang_speculative_num_draft_tokens=None, sglang_speculative_accept_threshold_acc=0.5)
+    assert result["ok"], result["errors"]
+    assert value_of(result, "--speculative-accept-threshold-acc") == "0.5"
+    assert [w for w in result["warnings"] if w.startswith("sglang_speculative_accept_threshold_acc: has no effect "
+                                                          "without speculative decoding")], result["warnings"]
+    with_draft = resolve(sglang_speculative_accept_threshold_acc=0.5)
+    assert not [w for w in with_draft["warnings"] if "has no effect without speculative" in w]
