@@ -1,6 +1,6 @@
 """What several test files share: the repository root, loading a script that runs outside Ansible (on a
-host, in a virtualenv, or a tool), rendering the example inventory, the example's resolve inputs, and
-waiting on observable state (``wait_for``).
+host, in a virtualenv, or a tool), rendering the example inventory, the example's resolve inputs,
+waiting on observable state (``wait_for``), and the ansible-core controllers the tests run on (``CONTROLLERS``).
 
 The collection's own code (plugins/) is imported by its FQCN, ``ansible_collections.sglang.deploy``;
 pytest finds it through ``pythonpath`` in pyproject.toml (.cache/collections, where scripts/setup.sh
@@ -44,6 +44,32 @@ SIM_ARGPARSER = ROOT / "extensions/molecule/resources/simulator/src/sglang/_sim/
 def catalog_parser() -> ModuleType:
     """The simulator's ``argparser`` module (``build_parser(catalog)``), loaded once."""
     return sys.modules.get("sim_argparser_under_test") or load_script(SIM_ARGPARSER, "sim_argparser_under_test")
+
+
+# The ansible-core releases the tests run the collection on (meta/runtime.yml's range), by the bin directory of each
+# controller: this pytest's own (requirements.txt), and the venvs scripts/setup.sh makes from
+# requirements-core-2.20.txt and requirements-core-2.21.txt (Python 3.12 and 3.13).
+CONTROLLERS: dict[str, Path] = {
+    "2.19": Path(sys.executable).parent,
+    "2.20": ROOT / ".cache" / "core-2.20" / "bin",
+    "2.21": ROOT / ".cache" / "core-2.21" / "bin",
+}
+
+
+def controller(release: str) -> Path:
+    """The bin directory of the ansible-core ``release`` controller (its python, ansible, ansible-playbook); a
+    missing one fails the test, as any other missing part of the toolchain would."""
+    bin_dir = CONTROLLERS[release]
+    assert (bin_dir / "ansible-playbook").exists(), (
+        f"no ansible-core {release} controller in {bin_dir.parent}: run `make setup` (scripts/setup.sh installs "
+        f"requirements-core-{release}.txt there)")
+    return bin_dir
+
+
+def controller_python(release: str) -> Path:
+    """The Python of the ``release`` controller: this pytest's own for 2.19, else the venv's."""
+    bin_dir = controller(release)
+    return Path(sys.executable) if bin_dir == Path(sys.executable).parent else bin_dir / "python"
 
 
 def run_example(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
