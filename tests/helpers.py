@@ -72,12 +72,19 @@ def controller_python(release: str) -> Path:
     return Path(sys.executable) if bin_dir == Path(sys.executable).parent else bin_dir / "python"
 
 
-def run_example(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    """A playbook of this checkout against inventory/example (later -i options win), offline."""
+def ansible_playbook(*args: str, release: str | None = None) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook with this checkout's ansible.cfg, from its root; on the ``release`` controller if given."""
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return subprocess.run([command, playbook, "-i", "inventory/example", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if release is None:
+        command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    else:
+        command = str(controller(release) / "ansible-playbook")
+    return subprocess.run([command, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def run_example(playbook: str, *extra: str, release: str | None = None) -> subprocess.CompletedProcess[str]:
+    """A playbook of this checkout against inventory/example (later -i options win), offline."""
+    return ansible_playbook(playbook, "-i", "inventory/example", *extra, release=release)
 
 
 def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
