@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install and start everything sglang-deploy's demo and tests need, on a bare Debian 12 machine as
 # root: Debian packages (Docker engine, debootstrap, numactl), a running dockerd, the pinned Python toolchain
-# in .venv, the pinned Ansible collections in .cache/collections, the systemd image, and the
+# in .venv, the tests' ansible-core 2.20 and 2.21 controllers in .cache/core-2.20 and .cache/core-2.21 (pyenv's
+# Python 3.12 and 3.13), the pinned Ansible collections in .cache/collections, the systemd image, and the
 # wheelhouse with the SGLang simulator, the sandbox's GPU device nodes. Every step is skipped when
 # already done.
 set -euo pipefail
