@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install and start everything sglang-deploy's demo and tests need, on a bare Debian 12 machine as
 # root: Debian packages (Docker engine, debootstrap, numactl), a running dockerd, the pinned Python toolchain
-# in .venv, the pinned Ansible collections in .cache/collections, the systemd image, and the
+# in .venv, the tests' ansible-core 2.20 and 2.21 controllers in .cache/core-2.20 and .cache/core-2.21 (pyenv's
+# Python 3.12 and 3.13), the pinned Ansible collections in .cache/collections, the systemd image, and the
 # wheelhouse with the SGLang simulator, the sandbox's GPU device nodes. Every step is skipped when
 # already done.
 set -euo pipefail
@@ -73,6 +74,30 @@ print(get_venv_packages(SimpleNamespace(version="3.11"))["pip"])')
     -r requirements-sanity.txt "${sanity_reqs[@]}"
   touch "$sanity_stamp"
 fi
+
+# The newer controllers the tests also run the collection on (tests/playbooks/test_controllers.py): ansible-core 2.20
+# and 2.21 need Python >= 3.12, which Debian 12 lacks, so each venv is made with a pyenv interpreter.
+pyenv_root=$(pyenv root 2>/dev/null || echo /root/.pyenv)
+for core in 2.20:3.12 2.21:3.13; do
+  release=${core%%:*} python=${core#*:}
+  venv=".cache/core-$release"
+  core_stamp="$venv/.requirements-$(sha256sum "requirements-core-$release.txt" | cut -c1-16)"
+  [ -e "$core_stamp" ] && continue
+  log "ansible-core $release controller -> $venv (requirements-core-$release.txt, Python $python)"
+  interpreter=$(find "$pyenv_root/versions" -maxdepth 3 -path "*/versions/$python.*/bin/python3" 2>/dev/null \
+    | sort -V | tail -1)
+  if [ -z "$interpreter" ]; then
+    echo "no Python $python for the ansible-core $release controller: expected $pyenv_root/versions/$python.*/bin/python3" \
+      "(install it with pyenv: pyenv install $python)" >&2
+    exit 1
+  fi
+  rm -rf "$venv"
+  "$interpreter" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "requirements-core-$release.txt" 2>&1 \
+    | grep -v "^WARNING: Location" || true
+  "$venv/bin/python" -c "import ansible.release as r; assert r.__version__.startswith('$release.'), r.__version__"
+  touch "$core_stamp"
+done
 
 if ! ansible-galaxy collection install -r requirements.yml -p .cache/collections >.cache/galaxy.log 2>&1; then
   log "Galaxy unreachable: collections from the ansible 12.3.0 wheel on PyPI"

@@ -1,6 +1,6 @@
 """What several test files share: the repository root, loading a script that runs outside Ansible (on a
-host, in a virtualenv, or a tool), rendering the example inventory, the example's resolve inputs, and
-waiting on observable state (``wait_for``).
+host, in a virtualenv, or a tool), rendering the example inventory, the example's resolve inputs,
+waiting on observable state (``wait_for``), and the ansible-core controllers the tests run on (``CONTROLLERS``).
 
 The collection's own code (plugins/) is imported by its FQCN, ``ansible_collections.sglang.deploy``;
 pytest finds it through ``pythonpath`` in pyproject.toml (.cache/collections, where scripts/setup.sh
@@ -47,12 +47,45 @@ def catalog_parser() -> ModuleType:
     return sys.modules.get("sim_argparser_under_test") or load_script(SIM_ARGPARSER, "sim_argparser_under_test")
 
 
-def run_example(playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    """A playbook of this checkout against inventory/example (later -i options win), offline."""
+# The ansible-core releases the tests run the collection on (meta/runtime.yml's range), by the bin directory of each
+# controller: this pytest's own (requirements.txt), and the venvs scripts/setup.sh makes from
+# requirements-core-2.20.txt and requirements-core-2.21.txt (Python 3.12 and 3.13).
+CONTROLLERS: dict[str, Path] = {
+    "2.19": Path(sys.executable).parent,
+    "2.20": ROOT / ".cache" / "core-2.20" / "bin",
+    "2.21": ROOT / ".cache" / "core-2.21" / "bin",
+}
+
+
+def controller(release: str) -> Path:
+    """The bin directory of the ansible-core ``release`` controller (its python, ansible, ansible-playbook); a
+    missing one fails the test, as any other missing part of the toolchain would."""
+    bin_dir = CONTROLLERS[release]
+    assert (bin_dir / "ansible-playbook").exists(), (
+        f"no ansible-core {release} controller in {bin_dir.parent}: run `make setup` (scripts/setup.sh installs "
+        f"requirements-core-{release}.txt there)")
+    return bin_dir
+
+
+def controller_python(release: str) -> Path:
+    """The Python of the ``release`` controller: this pytest's own for 2.19, else the venv's."""
+    bin_dir = controller(release)
+    return Path(sys.executable) if bin_dir == Path(sys.executable).parent else bin_dir / "python"
+
+
+def ansible_playbook(*args: str, release: str | None = None) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook with this checkout's ansible.cfg, from its root; on the ``release`` controller if given."""
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
-    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
-    return subprocess.run([command, playbook, "-i", "inventory/example", *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if release is None:
+        command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
+    else:
+        command = str(controller(release) / "ansible-playbook")
+    return subprocess.run([command, *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def run_example(playbook: str, *extra: str, release: str | None = None) -> subprocess.CompletedProcess[str]:
+    """A playbook of this checkout against inventory/example (later -i options win), offline."""
+    return ansible_playbook(playbook, "-i", "inventory/example", *extra, release=release)
 
 
 def render(tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:

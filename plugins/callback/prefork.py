@@ -45,8 +45,9 @@ from ansible.plugins.loader import connection_loader, filter_loader, lookup_load
 from ansible.release import __version__ as ANSIBLE_CORE_VERSION
 
 COLLECTION = "sglang.deploy"
-# The ansible-core releases (major.minor) this callback was tested with (requirements.txt pins the controller's).
-TESTED_ANSIBLE_CORE = ("2.19",)
+# The ansible-core releases (major.minor) this callback was tested with: requirements.txt pins the controller's (2.19),
+# requirements-core-2.20.txt and requirements-core-2.21.txt the two the tests also run it on.
+TESTED_ANSIBLE_CORE = ("2.19", "2.20", "2.21")
 SWITCH = "sglang_fast_noop"
 # Builtin lookups the roles call (every other builtin is loaded by the worker that needs it).
 BUILTIN_LOOKUPS = ("ansible.builtin.template", "ansible.builtin.file")

@@ -1,6 +1,6 @@
 # Copyright: sglang-deploy contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Private to this collection: an Ansible async job on its host, polled the way ansible-core 2.19 polls it.
+"""Private to this collection: an Ansible async job on its host, polled the way ansible-core (2.19 to 2.21) polls it.
 
 The job file is ``<async_dir>/<jid>``, where async_dir is the shell option ``async_dir`` (ansible.cfg
 ``[defaults] async_dir``, ``ANSIBLE_ASYNC_DIR``, ``ansible_async_dir``): ansible-core's ActionBase._execute_module
@@ -21,8 +21,11 @@ the OOM killer, a host that restarts), and async_status then reports the job as 
 So whether the job still runs is read from the process table as well: every process of the job has
 async_wrapper's argv ``<python> .../async_wrapper.py <jid without .pid> <limit> <module> <args>``
 (ActionBase._execute_module, ``async_cmd``; tests/fixtures/ansible/), from before the file is written until after
-the result is. The argv holds no directory (ANSIBLE_ASYNC_DIR is in the environment): the file is found in the
-configured directory, the processes by the job id, which is random. Standard library only.
+the result is. ansible-core 2.21 inserts preserve_tmp before the module and appends the module's command
+(lib/ansible/plugins/action/__init__.py:1271 in 2.21.5, read by modules/async_wrapper.py:215-219): the job id
+stays the element after the wrapper, which is all this reads. The argv holds no directory (ANSIBLE_ASYNC_DIR is
+in the environment): the file is found in the configured directory, the processes by the job id, which is random.
+Standard library only.
 """
 
 from __future__ import annotations

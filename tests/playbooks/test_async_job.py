@@ -1,31 +1,33 @@
 """The readiness poll against real Ansible async jobs. While a job runs, a process of its async wrapper is found by
 the job id Ansible returned; once it has ended, none is (_async_job.wrapper_running). And a playbook that starts
 the waiter as an async job and polls it with the collection's action plugin finds the job in the async_dir the
-site configured (ANSIBLE_ASYNC_DIR, or async_dir in ansible.cfg), where the module alone looked in ~/.ansible_async."""
+site configured (ANSIBLE_ASYNC_DIR, or async_dir in ansible.cfg), where the module alone looked in ~/.ansible_async.
+Each on every controller (tests/helpers.py, CONTROLLERS): ansible-core 2.21 calls its async wrapper with another
+argv (tests/fixtures/ansible/async-wrapper-cmdline-2.21.txt)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ansible_collections.sglang.deploy.plugins.module_utils import _async_job
-from helpers import ROOT, wait_for
+from helpers import CONTROLLERS, ROOT, controller, controller_python, wait_for
 
 BOUND = 120.0  # seconds; only a broken run comes near it
 
 
-def test_a_real_async_job_is_found_while_it_runs_and_not_after(tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", CONTROLLERS)
+def test_a_real_async_job_is_found_while_it_runs_and_not_after(tmp_path: Path, release: str) -> None:
     go = tmp_path / "go"
     # Ansible's own defaults (no ansible.cfg in tmp_path), one line per host (-o), job files under tmp_path.
     env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_CONFIG"}
     env.update(ANSIBLE_ASYNC_DIR=str(tmp_path / "async"), ANSIBLE_LOCALHOST_WARNING="0")
     # The job waits for a file this test writes, so it cannot end before it has been looked for.
     started = subprocess.run(
-        [Path(sys.executable).parent / "ansible", "localhost", "-e", f"ansible_python_interpreter={sys.executable}",
+        [controller(release) / "ansible", "localhost", "-e", f"ansible_python_interpreter={controller_python(release)}",
          "-m", "ansible.builtin.shell", "-a", f"until [ -e {go} ]; do sleep 0.1; done", "-B", "300", "-P", "0", "-o"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=BOUND, check=False)
     assert started.returncode == 0, started.stdout + started.stderr
@@ -73,8 +75,9 @@ PLAYBOOK = """
 """
 
 
+@pytest.mark.parametrize("release", CONTROLLERS)
 @pytest.mark.parametrize("where", ["environment", "ansible.cfg"])
-def test_a_playbook_polls_the_waiter_in_the_configured_async_dir(tmp_path: Path, where: str) -> None:
+def test_a_playbook_polls_the_waiter_in_the_configured_async_dir(tmp_path: Path, where: str, release: str) -> None:
     custom = tmp_path / "site-async"  # neither ~/.ansible_async nor anything under HOME
     home = tmp_path / "home"
     bin_dir = tmp_path / "bin"
@@ -93,8 +96,8 @@ def test_a_playbook_polls_the_waiter_in_the_configured_async_dir(tmp_path: Path,
     if where == "environment":
         env["ANSIBLE_ASYNC_DIR"] = str(custom)
     run = subprocess.run(
-        [Path(sys.executable).parent / "ansible-playbook", "-i", "localhost,", "-c", "local", "play.yml",
-         "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"work={tmp_path}"],
+        [controller(release) / "ansible-playbook", "-i", "localhost,", "-c", "local", "play.yml",
+         "-e", f"ansible_python_interpreter={controller_python(release)}", "-e", f"work={tmp_path}"],
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=BOUND, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     out = json.loads((tmp_path / "out.json").read_text())

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+import pytest
+from helpers import CONTROLLERS, ROOT, controller_python
+
 COLLECTIONS = ROOT / ".cache" / "collections"
 
 # A worker's first use of the collection's plugins, as templating a task's arguments makes it.
@@ -70,11 +71,11 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def the_worker(mode: str) -> dict[str, list[str]]:
+def the_worker(mode: str, release: str = "2.19") -> dict[str, list[str]]:
     """What the forked worker imported to resolve the plugins, and the files it opened to digest a role's code
-    and to read the argument specs."""
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(COLLECTIONS), mode], check=True, capture_output=True,
-                         text=True, cwd=ROOT).stdout
+    and to read the argument specs, on the controller of an ansible-core release (tests/helpers.py)."""
+    out = subprocess.run([controller_python(release), "-c", SCRIPT, str(COLLECTIONS), mode], check=True,
+                         capture_output=True, text=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -88,21 +89,24 @@ def test_without_it_every_worker_imports_the_collections_plugins_and_reads_their
     assert "argument_specs.yml" in opened
 
 
-def test_with_it_a_worker_imports_nothing_and_reads_no_file_of_the_collection() -> None:
-    assert the_worker("warm") == {"imported": [], "opened": [], "warnings": []}
+@pytest.mark.parametrize("release", CONTROLLERS)
+def test_with_it_a_worker_imports_nothing_and_reads_no_file_of_the_collection(release: str) -> None:
+    assert the_worker("warm", release) == {"imported": [], "opened": [], "warnings": []}
 
 
-def test_the_switch_and_an_untested_ansible_core_leave_every_worker_as_without_it() -> None:
+@pytest.mark.parametrize("release", CONTROLLERS)
+def test_the_switch_and_an_untested_ansible_core_leave_every_worker_as_without_it(release: str) -> None:
     """-e sglang_fast_noop=false turns it off quietly; an ansible-core release it was not tested with, with a
-    warning that names the release. Either way the worker loads what it would without the callback."""
+    warning that names the release. Either way the worker loads what it would without the callback (on each
+    controller: what the warm worker is spared is there to spare)."""
     def collections(worker: dict[str, list[str]]) -> list[str]:
         return [name for name in worker["imported"] if name.startswith("ansible_collections.")]
 
-    cold = the_worker("cold")
-    off = the_worker("off")
+    cold = the_worker("cold", release)
+    off = the_worker("off", release)
     assert collections(off) == collections(cold) and off["opened"] == cold["opened"] and off["warnings"] == []
     assert "ansible_collections.sglang.deploy.plugins.lookup.variable_problems" in collections(off)
-    untested = the_worker("untested")
+    untested = the_worker("untested", release)
     assert collections(untested) == collections(cold) and untested["opened"] == cold["opened"]
     assert len(untested["warnings"]) == 1 and "not tested with ansible-core 2.99.0" in untested["warnings"][0]
 
@@ -110,7 +114,8 @@ def test_the_switch_and_an_untested_ansible_core_leave_every_worker_as_without_i
 def test_which_releases_and_values_count() -> None:
     from ansible_collections.sglang.deploy.plugins.callback.prefork import release_tested, switched_off
 
-    assert [release_tested(v) for v in ("2.19.14", "2.19.0rc1", "2.20.0", "2.1.9")] == [True, True, False, False]
+    assert [release_tested(v) for v in ("2.19.14", "2.19.0rc1", "2.20.10", "2.21.5", "2.22.0", "2.1.9", "2.2.0")] == [
+        True, True, True, True, False, False, False]
     assert [switched_off(v) for v in (None, True, "true", "yes", False, "false", "no", 0, "maybe")] == [
         False, False, False, False, True, True, True, True, False]
 

@@ -1,4 +1,4 @@
-"""_async_job: an Ansible async job read as ansible-core 2.19's async_status reads it, in the async_dir given,
+"""_async_job: an Ansible async job read as ansible-core's async_status (2.19 to 2.21) reads it, in the async_dir given,
 and whether a process of its async wrapper still runs (tests/fixtures/ansible/)."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from helpers import ROOT, fake_proc, wait_for
 WRAPPER_ARGV = (ROOT / "tests/fixtures/ansible/async-wrapper-cmdline.txt").read_text().splitlines()
 WRAPPER_JID = f"{WRAPPER_ARGV[2]}.13918"  # the job id the captured job had
 STARTED = {"started": True, "finished": False, "ansible_job_id": WRAPPER_JID}  # async_wrapper._run_module's first
+# ansible-core 2.21's: preserve_tmp after the time limit, the module's own command after the module.
+WRAPPER_ARGV_2_21 = (ROOT / "tests/fixtures/ansible/async-wrapper-cmdline-2.21.txt").read_text().splitlines()
 
 
 @pytest.mark.parametrize(("processes", "running"), [
@@ -32,6 +34,14 @@ def test_a_job_runs_while_a_process_of_its_async_wrapper_does(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: dict[str, list[str]], running: bool) -> None:
     monkeypatch.setattr(_async_job, "PROC", str(fake_proc(tmp_path / "proc", processes)))
     assert _async_job.wrapper_running(WRAPPER_JID) is running
+
+
+def test_a_job_of_ansible_core_2_21_is_found_by_its_wrapper_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_async_job, "PROC", str(fake_proc(tmp_path / "proc", {
+        "3195": WRAPPER_ARGV_2_21, "3196": WRAPPER_ARGV_2_21})))
+    assert _async_job.wrapper_running(f"{WRAPPER_ARGV_2_21[2]}.3186")
+    assert not _async_job.wrapper_running("j1.3186")
 
 
 def test_the_process_table_is_read_as_the_kernel_writes_it(tmp_path: Path) -> None:
