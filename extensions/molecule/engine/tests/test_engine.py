@@ -913,8 +913,8 @@ def test_14_tls_servers_serve_https_only_behind_the_real_router_that_verifies_th
     assert served == [200] * 4, served
     print(f"MEASURED engine drill 14 TLS: sglang {served_version}; both servers rolled onto https in {seconds:.1f} s "
           f"(one deploy, one restart each) under load: {summary['sent']} requests, {summary['failed']} failed, at "
-          f"least {summary['min_healthy']}/2 healthy; {codes}; the router lists {urls} and served {served} through them, "
-          "verifying each against the CA file the role wrote")
+          f"least {summary['min_healthy']}/2 healthy; {codes}; the router lists {urls} and served {served} through "
+          "them, verifying each against the CA file the role wrote")
 
 
 # --- 13. no key in Ansible's output -------------------------------------------------------------------------------
