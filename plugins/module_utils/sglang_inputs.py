@@ -1053,6 +1053,8 @@ def safety(given: dict[str, Any], known: dict[str, Any], errors: list[str] | Non
 # LimitNOFILE= below what a server with thousands of connections, NCCL's sockets and the safetensors files needs:
 # the kernel's own default soft limit (1024) is the floor.
 LIMIT_NOFILE_MIN = 1024
+
+
 def low_problems(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
     errors = []
     nofile = given.get("sglang_service_limit_nofile")

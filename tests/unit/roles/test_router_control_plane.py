@@ -145,8 +145,10 @@ def fake_server(pki: Pki | None = None) -> Iterator[tuple[str, list[tuple[str, s
 
 @pytest.fixture(scope="module")
 def router(router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
-    with fake_server() as (worker, seen), \
-            started_router(router_python, tmp_path_factory.mktemp("router"), {worker: WORKER_KEY}) as (url, pid):
+    with contextlib.ExitStack() as stack:
+        worker, seen = stack.enter_context(fake_server())
+        url, pid = stack.enter_context(started_router(router_python, tmp_path_factory.mktemp("router"),
+                                                      {worker: WORKER_KEY}))
         yield Router(url, pid, worker, seen)
 
 
