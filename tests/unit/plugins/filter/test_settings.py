@@ -3,6 +3,7 @@ inputs for every check, with the exact messages (the roles' READMEs, docs and mo
 
 from __future__ import annotations
 
+import functools
 import string
 import tempfile
 from pathlib import Path
@@ -27,8 +28,14 @@ CONSTRAINTS = ROOT / "roles/sglang_stack/files/constraints"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
+@functools.cache
+def _defaults_text(role: str) -> str:
+    return (ROOT / f"roles/{role}/defaults/main.yml").read_text()
+
+
 def defaults(role: str) -> dict[str, Any]:
-    return yaml.safe_load((ROOT / f"roles/{role}/defaults/main.yml").read_text())
+    """A role's defaults, parsed anew (a caller may change them), from the file read once."""
+    return yaml.safe_load(_defaults_text(role))
 
 
 def role_vars(role: str) -> dict[str, Any]:
@@ -38,7 +45,8 @@ def role_vars(role: str) -> dict[str, Any]:
 # --- nvidia_driver ---------------------------------------------------------------------------------------------
 
 def driver(**changes: Any) -> dict[str, Any]:
-    values = {name: defaults("nvidia_driver").get(name) for name in NVIDIA_DRIVER_SETTINGS}
+    role_defaults = defaults("nvidia_driver")
+    values = {name: role_defaults.get(name) for name in NVIDIA_DRIVER_SETTINGS}
     return {**values, **changes}
 
 
@@ -127,7 +135,8 @@ def test_every_driver_refusal_at_once_in_order() -> None:
 # --- sglang_stack ----------------------------------------------------------------------------------------------
 
 def stack(**changes: Any) -> dict[str, Any]:
-    values = {name: defaults("sglang_stack").get(name) for name in SGLANG_STACK_SETTINGS}
+    role_defaults = defaults("sglang_stack")
+    values = {name: role_defaults.get(name) for name in SGLANG_STACK_SETTINGS}
     values.update(sglang_version="0.5.23", flashinfer_jit_version="0.7.2+cu130",
                   flashinfer_packages=["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-jit-cache-sm120f"])
     return {**values, **changes}
@@ -316,7 +325,8 @@ def test_wheels_are_found_by_their_exact_version_in_any_directory(version: str, 
 # --- sglang_weights --------------------------------------------------------------------------------------------
 
 def weights(**changes: Any) -> dict[str, Any]:
-    values = {name: defaults("sglang_weights").get(name) for name in SGLANG_WEIGHTS_SETTINGS}
+    role_defaults = defaults("sglang_weights")
+    values = {name: role_defaults.get(name) for name in SGLANG_WEIGHTS_SETTINGS}
     values.update(sglang_model_path="/models/kimi", sglang_speculative_draft_model_path="")
     return {**values, **changes}
 
