@@ -27,7 +27,6 @@ Every wait is on state the servers, systemd or Prometheus report; a deadline onl
 
 from __future__ import annotations
 
-import http.client
 import ipaddress
 import json
 import os
@@ -43,6 +42,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
@@ -844,7 +844,8 @@ def refused(call: Callable[[], Any]) -> str:
     """What a call that must not be served raised ('' when it was served)."""
     try:
         call()
-    except (OSError, http.client.HTTPException) as error:  # URLError, ssl.SSLError, a reset: all OSError
+    except (OSError, HTTPException) as error:  # URLError, ssl.SSLError, a reset: all OSError (the module's http()
+        # shadows the http package: its exception is imported by name)
         return type(error).__name__
     return ""
 
