@@ -146,18 +146,13 @@ def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> N
                                                     "sglang_draft_config_file": ""}}},
         "sglang_routers": {"hosts": {"router-1": {"ansible_host": "10.0.0.5",
                                                   "sglang_router_prometheus_host": "10.0.0.5"}}}}}}))
-    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-               ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
-    command = shutil.which("ansible-playbook") or str(Path(sys.executable).parent / "ansible-playbook")
     results = {}
     for label, tls in (("tls", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}), ("plain", {})):
         out = tmp_path / label
         out.mkdir()
         extra = tmp_path / f"{label}-vars.yml"
         extra.write_text(yaml.safe_dump({**tls, "playbook_dir_of_roles": str(ROOT / "roles")}))
-        proc = subprocess.run([command, str(playbook), "-i", "inventory/example", "-i", str(fleet),
-                               "-e", f"render_dir={out}", "-e", f"@{extra}"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, check=False)
+        proc = run_example(str(playbook), "-i", str(fleet), "-e", f"render_dir={out}", "-e", f"@{extra}")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         results[label] = ((out / "router-1.service").read_text(), json.loads((out / "router-1.cas.json").read_text()))
     unit, cas = results["tls"]
