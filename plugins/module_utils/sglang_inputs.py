@@ -100,11 +100,14 @@ API_KEYS = {"sglang_api_key", "sglang_admin_api_key", "sglang_router_api_key", "
 # Router flags the deploy owns (the launcher adds them from files) or that would put a secret on argv.
 _ROUTER_OWN_FLAGS = {"api-key": "sglang_router_api_key", "control-plane-api-keys": "sglang_router_admin_api_key",
                      "worker-urls": "the inventory's group sglang_workers",
-                     "ca-cert-paths": "sglang_tls_ca of the servers that serve https"}
+                     "ca-cert-paths": "sglang_tls_ca of the servers that serve https",
+                     "tls-cert-path": "sglang_router_tls_cert", "tls-key-path": "sglang_router_tls_key"}
 _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|(^|-)token$")
 # TLS (role sglang): PEM texts, several lines by nature; each must hold what its name says. Refusals never show the
 # key. An encrypted key is refused: SGLang's --ssl-keyfile-password is returned by /server_info.
-PEM = {"sglang_tls_cert": "certificate", "sglang_tls_ca": "certificate", "sglang_tls_key": "private key"}
+PEM = {"sglang_tls_cert": "certificate", "sglang_tls_ca": "certificate", "sglang_tls_key": "private key",
+       "sglang_router_tls_cert": "certificate", "sglang_router_tls_ca": "certificate",
+       "sglang_router_tls_key": "private key"}
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=\s:,-]*?\r?\n?-----END \1-----")
 _PEM_ENCRYPTED = re.compile(r"ENCRYPTED|Proc-Type: *4, *ENCRYPTED")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.
@@ -158,7 +161,8 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
             errors += _row(name, value)
     errors += _cross(given, known)
     if "sglang_routers" in groups:
-        errors += [e for e in _router_control_plane(given, known) if not errors_about(errors, e.split(":", 1)[0])]
+        errors += [e for e in _router_control_plane(given, known) + _router_tls(given, known)
+                   if not errors_about(errors, e.split(":", 1)[0])]
     errors += safety(given, known, errors)
     return errors
 
@@ -579,6 +583,22 @@ def _router_control_plane(given: dict[str, Any], known: dict[str, Any]) -> list[
     if not key:
         errors.append(f"sglang_router_api_key: {where} anyone who reaches it uses every server behind it; {allowed}")
     return errors
+
+
+def _router_tls(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
+    """On a router host: sglang_router_tls_cert, _key and _ca, all three or none (the values are never shown)."""
+    names = ("sglang_router_tls_cert", "sglang_router_tls_key", "sglang_router_tls_ca")
+    present = {name: bool(str(_effective(given, known, name) or "").strip()) for name in names}
+    if not any(present.values()) or all(present.values()):
+        return []
+    what = {"sglang_router_tls_cert": "the router's PEM certificate (chain)",
+            "sglang_router_tls_key": "its unencrypted PEM private key, in Ansible Vault",
+            "sglang_router_tls_ca": "the PEM certificate of the CA that signed it, which the deploy verifies the "
+                                    "router against"}
+    given_names = " and ".join(name for name in names if present[name])
+    return [f"{name}: is empty while {given_names} {'is' if sum(present.values()) == 1 else 'are'} set; allowed: "
+            f"{what[name]}, with the other two, or all three empty (no TLS on the router)"
+            for name in names if not present[name]]
 
 
 # Names of the inventory's groups that a role reads (Ansible's own rule for a group name).

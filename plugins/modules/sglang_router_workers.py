@@ -22,9 +22,18 @@ description:
 version_added: "1.0.0"
 options:
   router_url:
-    description: Base URL of the router, for example C(http://127.0.0.1:30080).
+    description:
+      - Base URL of the router, for example C(http://127.0.0.1:30080); C(https://127.0.0.1:30080) when the router
+        serves TLS (role sglang_router, C(sglang_router_tls_cert)).
     type: str
     required: true
+  router_ca:
+    description:
+      - With an C(https) O(router_url), the PEM file (on the host the module runs on) of the CA the router's
+        certificate is verified against; the certificate must name the host of O(router_url). Empty uses the
+        system's CAs.
+    type: path
+    version_added: "2.0.0"
   workers:
     description: Worker URLs, for example C(http://10.0.0.11:30000).
     type: list
@@ -202,10 +211,11 @@ class RouterDown(RouterError):
 
 
 class Router:
-    def __init__(self, base: str, api_key: str | None, timeout: float = 10) -> None:
+    def __init__(self, base: str, api_key: str | None, timeout: float = 10, ca_path: str | None = None) -> None:
         self.base = base.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
+        self.ca_path = ca_path or None
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -213,7 +223,8 @@ class Router:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:
-            with open_url(self.base + path, data=data, headers=headers, method=method, timeout=self.timeout) as answer:
+            with open_url(self.base + path, data=data, headers=headers, method=method, timeout=self.timeout,
+                          ca_path=self.ca_path) as answer:
                 text = answer.read().decode() or "null"
         except HTTPError as exc:
             raise RouterError(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:300]}") from exc
@@ -397,6 +408,7 @@ def follow_file(module: AnsibleModule, path: str, wanted: list[str], state: str,
 
 ARGUMENT_SPEC: dict[str, dict[str, Any]] = {
     "router_url": {"type": "str", "required": True},
+    "router_ca": {"type": "path"},
     "workers": {"type": "list", "elements": "str", "default": []},
     "state": {"type": "str", "choices": ["present", "absent", "exact"], "default": "present"},
     "wait": {"type": "bool", "default": True},
@@ -415,8 +427,9 @@ def main() -> None:
         # The file first: a router that restarts in between registers what the rollout wants.
         moved = (follow_file(module, p["workers_file"], p["workers"], p["state"], worker_keys_of(p["worker_api_keys"]),
                              p["defer"]) if p["workers_file"] else False)
-        result = run(Router(p["router_url"], p["api_key"]), p["workers"], p["state"], p["wait"], p["timeout"],
-                     module.check_mode, worker_keys=p["worker_api_keys"], defer=p["defer"])
+        router = Router(p["router_url"], p["api_key"], ca_path=p["router_ca"])
+        result = run(router, p["workers"], p["state"], p["wait"], p["timeout"], module.check_mode,
+                     worker_keys=p["worker_api_keys"], defer=p["defer"])
     except RouterError as exc:
         module.fail_json(msg=str(exc))
     result["workers_file_changed"] = moved

@@ -221,6 +221,14 @@ def _class8(add: Add) -> None:
     add(8, "router-cp-admin-key-only", {"sglang_router_admin_api_key": "admin-k1"}, "sglang_router_api_key")
     add(8, "router-cp-same-keys", {"sglang_router_api_key": "same-k1", "sglang_router_admin_api_key": "same-k1"},
         "sglang_router_admin_api_key")
+    keys = {"sglang_router_api_key": "client-k1", "sglang_router_admin_api_key": "admin-k1"}
+    add(8, "router-cp-tls-cert-without-key", {**keys, "sglang_router_tls_cert": CERT, "sglang_router_tls_ca": CERT},
+        "sglang_router_tls_key")
+    add(8, "router-cp-tls-without-ca", {**keys, "sglang_router_tls_cert": CERT, "sglang_router_tls_key": KEY},
+        "sglang_router_tls_ca")
+    for flag in ("tls-cert-path", "tls-key-path"):  # the router's TLS files are written by the deploy
+        add(8, f"router-own-{flag}", {"sglang_router_extra_args": {flag: "/etc/x.pem"}},
+            f"sglang_router_extra_args['{flag}']")
     add(8, "api-key-dash", {"sglang_api_key": "-k3y"})
     # Issue 48: who can reach the server, and what its clients can run.
     add(8, "keyless-wildcard-bind", {"sglang_api_key": "", "sglang_admin_api_key": ""}, "sglang_api_key")

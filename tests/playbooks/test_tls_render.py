@@ -127,7 +127,9 @@ ROUTER_PLAYBOOK = """
       delegate_to: localhost
     - name: The CA file's content and path, as tasks/run.yml writes them
       ansible.builtin.copy:
-        content: "{{ {'cas': __sglang_router_worker_cas, 'file': __sglang_router_worker_ca_file} | to_json }}"
+        content: >-
+          {{ {'cas': __sglang_router_worker_cas, 'file': __sglang_router_worker_ca_file,
+              'api': __sglang_router_local_url, 'api_ca': __sglang_router_local_ca} | to_json }}
         dest: "{{ render_dir }}/{{ inventory_hostname }}.cas.json"
         mode: "0600"
       delegate_to: localhost
@@ -136,8 +138,8 @@ ROUTER_PLAYBOOK = """
 
 def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> None:
     """Role sglang_router: with servers that serve https, the router's unit passes --ca-cert-paths with the file
-    that holds each server's CA once; without TLS neither the flag nor the file (the real router's behaviour with
-    both is tests/unit/roles/test_router_control_plane.py's)."""
+    that holds each server's CA once, and names that file in SSL_CERT_FILE; without TLS none of them (the real
+    router's behaviour with both is tests/unit/roles/test_router_control_plane.py's)."""
     playbook = tmp_path / "router.yml"
     playbook.write_text(ROUTER_PLAYBOOK)
     fleet = tmp_path / "fleet.yml"
@@ -147,7 +149,9 @@ def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> N
         "sglang_routers": {"hosts": {"router-1": {"ansible_host": "10.0.0.5",
                                                   "sglang_router_prometheus_host": "10.0.0.5"}}}}}}))
     results = {}
-    for label, tls in (("tls", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}), ("plain", {})):
+    router_tls = {"sglang_router_tls_cert": CERT, "sglang_router_tls_key": KEY, "sglang_router_tls_ca": CA}
+    for label, tls in (("tls", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}), ("plain", {}),
+                       ("router-tls", router_tls)):
         out = tmp_path / label
         out.mkdir()
         extra = tmp_path / f"{label}-vars.yml"
@@ -156,7 +160,17 @@ def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> N
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         results[label] = ((out / "router-1.service").read_text(), json.loads((out / "router-1.cas.json").read_text()))
     unit, cas = results["tls"]
-    assert cas == {"cas": [CA.strip()], "file": "/etc/sglang-router/workers-ca.pem"}  # two servers, one CA, once
+    assert (cas["cas"], cas["file"]) == ([CA.strip()], "/etc/sglang-router/workers-ca.pem")  # two servers, one CA
     assert "--ca-cert-paths /etc/sglang-router/workers-ca.pem" in unit
+    # The router's health checker ignores the flag (sglang-router 0.3.2): it reads the CAs from OpenSSL's variable.
+    assert "\nEnvironment=SSL_CERT_FILE=/etc/sglang-router/workers-ca.pem\n" in unit
     unit, cas = results["plain"]
-    assert cas["cas"] == [] and "--ca-cert-paths" not in unit
+    assert cas["cas"] == [] and "--ca-cert-paths" not in unit and "SSL_CERT_FILE" not in unit
+    assert "--tls-" not in unit and " --ca " not in unit
+    assert (cas["api"], cas["api_ca"]) == ("http://127.0.0.1:30080", "")
+    # TLS on the router's own listener: its flags, the launcher's CA, and the deploy's https address verified by it.
+    unit, cas = results["router-tls"]
+    assert "--tls-cert-path /etc/sglang-router/tls.crt" in unit and "--tls-key-path /etc/sglang-router/tls.key" in unit
+    assert " --ca /etc/sglang-router/tls-ca.crt --" in unit.replace("\\\n", " ").replace("  ", " ")
+    assert (cas["api"], cas["api_ca"]) == ("https://127.0.0.1:30080", "/etc/sglang-router/tls-ca.crt")
+    assert not [secret for secret in KEY.splitlines()[1:-1] if secret in unit]

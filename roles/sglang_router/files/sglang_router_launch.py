@@ -6,7 +6,8 @@ sglang-router 0.3.x takes its keys only on its command line (``--api-key KEY``,
 sent the router's key, so a server with a key of its own answers every request the router forwards with
 401. The unit therefore runs this file with the router's interpreter:
 
-    <venv>/bin/python sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] -- <router flags...>
+    <venv>/bin/python sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] [--ca FILE]
+        -- <router flags...>
 
 The files are written by the role, mode 0640, root:<router user>. ``--workers`` maps each of the inventory's
 servers to the key it requires (empty for none)::
@@ -16,6 +17,9 @@ servers to the key it requires (empty for none)::
 ``--key`` holds the clients' key, one line: the router then requires it on its inference routes.
 ``--admin-key`` holds the control-plane admin key, one line: the router then requires it (and refuses the
 clients' key) on its control plane (``/workers``, ``/flush_cache``, ``/wasm``, ``/v1/tokenizers``, ``/ha/*``).
+``--ca`` names the CA the router's own certificate is verified against when the router serves https (its flags
+``--tls-cert-path``/``--tls-key-path``): the registration then calls it over https, on the address it binds (or
+127.0.0.1), which the certificate must name.
 Given either option, a missing or empty file is an error: a router meant to require a key never starts open.
 
 This process appends ``--api-key`` and ``--control-plane-api-keys deploy:sglang-deploy:admin:<key>`` to the
@@ -33,8 +37,10 @@ be used. Standard library only besides sglang_router.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -93,10 +99,12 @@ class Files(NamedTuple):
     workers: Path
     key: Path | None = None
     admin_key: Path | None = None
+    ca: Path | None = None
 
 
-USAGE = "usage: sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] -- <router flags...>"
-_OPTIONS = {"--workers": "workers", "--key": "key", "--admin-key": "admin_key"}
+USAGE = ("usage: sglang_router_launch.py --workers FILE [--key FILE] [--admin-key FILE] [--ca FILE] "
+         "-- <router flags...>")
+_OPTIONS = {"--workers": "workers", "--key": "key", "--admin-key": "admin_key", "--ca": "ca"}
 # Flags whose values come from the files, never from the command line.
 _FROM_FILES = ("--api-key", "--control-plane-api-keys", "--worker-urls")
 # The control-plane key's id and name (sglang-router's format id:name:role:key, split at the first three ':').
@@ -135,22 +143,34 @@ def with_keys(argv: list[str], key: str | None, admin_key: str | None = None) ->
     return flags
 
 
-def local_url(host: str, port: int) -> str:
-    """Where this host reaches the router it starts."""
+def local_url(host: str, port: int, tls: bool = False) -> str:
+    """Where this host reaches the router it starts (https when the router serves TLS)."""
     if host in ("", "0.0.0.0"):  # the bind address, read: not binding
         host = "127.0.0.1"
     elif host == "::":
         host = "::1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
-def _call(url: str, key: str | None, body: dict[str, Any] | None = None, timeout: float = 10) -> int:
+def tls_context(ca: Path | None) -> ssl.SSLContext | None:
+    """The context that verifies the router's own certificate against its CA (None: plain http)."""
+    if ca is None:
+        return None
+    try:
+        return ssl.create_default_context(cafile=str(ca))
+    except (OSError, ssl.SSLError) as exc:
+        raise LaunchError(f"cannot read the router's CA file {ca}: {exc}") from exc
+
+
+def _call(url: str, key: str | None, body: dict[str, Any] | None = None, timeout: float = 10,
+          context: ssl.SSLContext | None = None) -> int:
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
         return int(answer.status)
 
 
@@ -191,14 +211,16 @@ def main(argv: list[str]) -> int:
         key = read_key(files.key) if files.key else None
         admin_key = read_key(files.admin_key) if files.admin_key else None
         args = with_keys(flags, key, admin_key)
+        context = tls_context(files.ca)
     except LaunchError as exc:
         print(f"sglang_router_launch: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from sglang_router.launch_router import launch_router, parse_router_args
 
     router_args = parse_router_args(args)
+    base = local_url(str(router_args.host), int(router_args.port), tls=bool(router_args.server_cert_path))
     # The worker API takes the admin key when the router has one; else the clients' key (or none).
-    detached(register, local_url(str(router_args.host), int(router_args.port)), admin_key or key, workers, log=_log)
+    detached(register, base, admin_key or key, workers, call=functools.partial(_call, context=context), log=_log)
     launch_router(router_args)
     return 0
 

@@ -20,6 +20,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.client import HTTPException
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -82,13 +83,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def call(url: str, method: str = "GET", key: str | None = None, body: dict[str, Any] | None = None) -> int:
-    """The HTTP status of one call."""
+def call(url: str, method: str = "GET", key: str | None = None, body: dict[str, Any] | None = None,
+         context: ssl.SSLContext | None = None) -> int:
+    """The HTTP status of one call (https verified by ``context``)."""
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -99,23 +101,32 @@ def listed(router: str) -> dict[str, dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def started_router(python: Path, tmp: Path, workers: dict[str, str], *flags: str) -> Iterator[tuple[str, int]]:
+def started_router(python: Path, tmp: Path, workers: dict[str, str], *flags: str,
+                   env: dict[str, str] | None = None, tls: Pki | None = None,
+                   metrics_port: int | None = None) -> Iterator[tuple[str, int]]:
     """The real router through the role's launcher on a free loopback port, with the clients' and the admin key
-    from files, registering ``workers`` (URL -> key); yields (its URL, its PID) once it answers /liveness."""
+    from files, registering ``workers`` (URL -> key), with ``env`` added to its environment, serving https with
+    ``tls``'s certificate as role sglang_router runs it (--tls-cert-path/--tls-key-path, the launcher's --ca); yields
+    (its URL, its PID) once it answers /liveness."""
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "workers.json").write_text(json.dumps({"workers": workers}))
     (tmp / "api-key").write_text(CLIENT_KEY + "\n")
     (tmp / "admin-api-key").write_text(ADMIN_KEY + "\n")
     port = free_port()
+    own = ["--ca", str(tls.ca)] if tls else []
+    router_tls = ["--tls-cert-path", str(tls.cert), "--tls-key-path", str(tls.key)] if tls else []
     argv = [str(python), str(LAUNCHER), "--workers", str(tmp / "workers.json"), "--key", str(tmp / "api-key"),
-            "--admin-key", str(tmp / "admin-api-key"), "--", "--host", "127.0.0.1", "--port", str(port),
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()), "--policy", "round_robin",
-            "--health-check-interval-secs", "1", *flags]
+            "--admin-key", str(tmp / "admin-api-key"), *own, "--", "--host", "127.0.0.1", "--port", str(port),
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port or free_port()),
+            "--policy", "round_robin", "--health-check-interval-secs", "1", *router_tls, *flags]
     with (tmp / "router.log").open("w") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, **(env or {})})
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        context = ssl.create_default_context(cafile=str(tls.ca)) if tls else None
         try:
-            wait_for(lambda: process.poll() is not None or (port_open(port) and call(url + "/liveness") == 200), 60,
+            wait_for(lambda: process.poll() is not None
+                     or (port_open(port) and call(url + "/liveness", context=context) == 200), 60,
                      0.1, "the router to answer /liveness")
             assert process.poll() is None, (tmp / "router.log").read_text()
             yield url, process.pid
@@ -194,24 +205,42 @@ def test_the_deploys_module_takes_a_server_out_and_back_with_the_admin_key(route
 
 # --- https workers: the router verifies them against the servers' CAs (role sglang_router's --ca-cert-paths) -----
 
+def health_checks(seen: list[tuple[str, str | None]]) -> int:
+    return sum(1 for path, _key in seen if path == "/health")
+
+
 def test_the_router_verifies_an_https_server_against_the_ca_file_the_role_writes(
         router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """A server with TLS (sglang_tls_*, role sglang) serves https only, with a certificate a private CA signed. The
-    role gives the router that CA (--ca-cert-paths <config dir>/workers-ca.pem): the server is registered, healthy
-    and serves through the router with its own key. Without the flag the router cannot verify it, and no generation
-    reaches it (what the role's CA file prevents)."""
+    role gives the router that CA as its unit does (--ca-cert-paths <config dir>/workers-ca.pem, and the same file in
+    SSL_CERT_FILE): the server is registered, stays healthy through the router's periodic health checks and serves
+    with its own key. With the flag alone, as sglang-router 0.3.2 documents it, the registration passes but the
+    periodic health check (sgl-model-gateway src/core/worker.rs, a client built without the flag) cannot verify the
+    server and marks it unhealthy: what the engine scenario's drill 14 met on the real SGLang, and why the unit sets
+    the variable. With neither, the registration itself fails."""
     tmp = tmp_path_factory.mktemp("router-tls")
     pki = make_pki(tmp / "pki", "deploy")
     other = make_pki(tmp / "other", "stranger")
     bundle = tmp / "workers-ca.pem"  # what the role writes: each https server's CA once, one after another
     bundle.write_text(other.ca.read_text().strip() + "\n" + pki.ca.read_text().strip() + "\n")
     with fake_server(pki) as (worker, seen):
-        with started_router(router_python, tmp / "with", {worker: WORKER_KEY}, "--ca-cert-paths", str(bundle)) as (
-                url, _pid):
+        with started_router(router_python, tmp / "role", {worker: WORKER_KEY}, "--ca-cert-paths", str(bundle),
+                            env={"SSL_CERT_FILE": str(bundle)}) as (url, _pid):
             wait_for(lambda: listed(url).get(worker, {}).get("is_healthy"), 60, 0.1,
                      "the launcher to register the https server, healthy")
+            checked = health_checks(seen)
+            wait_for(lambda: health_checks(seen) >= checked + 3, 60, 0.1, "three periodic health checks")
+            assert listed(url)[worker]["is_healthy"], (tmp / "role" / "router.log").read_text()[-3000:]
             assert call(url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}) == 200
             assert ("/generate", f"Bearer {WORKER_KEY}") in seen
+        with started_router(router_python, tmp / "flag-only", {worker: WORKER_KEY}, "--ca-cert-paths",
+                            str(bundle)) as (url, _pid):
+            log = tmp / "flag-only" / "router.log"
+            wait_for(lambda: worker in listed(url), 60, 0.1, "the launcher to register the https server")
+            wait_for(lambda: f"HTTP health check failed for {worker}/health" in log.read_text(), 60, 0.1,
+                     "the periodic health check's failure")
+            assert "certificate verify failed" in log.read_text()
+            wait_for(lambda: not listed(url)[worker]["is_healthy"], 60, 0.1, "the server marked unhealthy")
         seen.clear()
         with started_router(router_python, tmp / "without", {worker: WORKER_KEY}) as (url, _pid):
             log = tmp / "without" / "router.log"
@@ -221,3 +250,38 @@ def test_the_router_verifies_an_https_server_against_the_ca_file_the_role_writes
             assert not listed(url).get(worker, {}).get("is_healthy")
             assert call(url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}) != 200
             assert ("/generate", f"Bearer {WORKER_KEY}") not in seen
+
+
+# --- the router's own TLS listener (role sglang_router's sglang_router_tls_*) -------------------------------------
+
+def test_the_router_serves_https_only_with_its_certificate_and_the_deploy_reaches_it_against_its_ca(
+        router_python: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The role's router with TLS on its listener (--tls-cert-path, --tls-key-path; the launcher's --ca): the
+    launcher registers the server over https, verifying the router against its CA; clients reach it over https with
+    the CA and their key; plain http and another CA are refused; the deploy's module reaches it only with the CA
+    (router_ca, the role's sglang_router_api_ca); the metrics listener stays plain http."""
+    tmp = tmp_path_factory.mktemp("router-listener-tls")
+    pki, stranger = make_pki(tmp / "pki", "router"), make_pki(tmp / "stranger", "stranger")
+    metrics = free_port()
+    with contextlib.ExitStack() as stack:
+        worker, seen = stack.enter_context(fake_server())
+        url, _pid = stack.enter_context(started_router(router_python, tmp / "router", {worker: WORKER_KEY}, tls=pki,
+                                                       metrics_port=metrics))
+        assert url.startswith("https://")
+        verified = ssl.create_default_context(cafile=str(pki.ca))
+        module = mod.Router(url, ADMIN_KEY, ca_path=str(pki.ca))
+        wait_for(lambda: module.workers().get(worker, {}).get("is_healthy"), 60, 0.1,
+                 "the launcher to register the server over https, healthy")
+        assert "registered " + worker in (tmp / "router" / "router.log").read_text()
+        assert call(url + "/generate", "POST", CLIENT_KEY, {"text": "hi"}, context=verified) == 200
+        assert ("/generate", f"Bearer {WORKER_KEY}") in seen
+        with pytest.raises((OSError, HTTPException)):  # a TLS alert where a status line should be, or a reset
+            call(url.replace("https://", "http://") + "/liveness")
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            call(url + "/liveness", context=ssl.create_default_context(cafile=str(stranger.ca)))
+        with pytest.raises(mod.RouterDown, match="CERTIFICATE_VERIFY_FAILED"):
+            mod.Router(url, ADMIN_KEY).workers()
+        out = mod.run(module, [worker], "absent", wait=True, timeout=60, check=False)
+        assert out["removed"] == [worker] and module.workers() == {}
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as answer:
+            assert answer.status == 200

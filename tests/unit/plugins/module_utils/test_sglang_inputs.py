@@ -92,6 +92,8 @@ def test_an_api_key_is_one_word_of_ascii_and_a_refusal_never_shows_it(var: str) 
     ("api-key", "is set by the deploy; allowed: other router flags (use sglang_router_api_key)"),
     ("--worker-urls", "is set by the deploy"),
     ("control-plane-api-keys", "is set by the deploy; allowed: other router flags (use sglang_router_admin_api_key)"),
+    ("tls-cert-path", "is set by the deploy; allowed: other router flags (use sglang_router_tls_cert)"),
+    ("--tls-key-path", "is set by the deploy; allowed: other router flags (use sglang_router_tls_key)"),
     ("jwt-token", "would put a secret on the router's command line"),
     ("oracle_password", "would put a secret on the router's command line"),
 ])
@@ -206,6 +208,35 @@ def test_a_router_off_loopback_without_both_keys_is_refused_naming_the_missing_o
         assert "client-k1" not in error and "admin-k1" not in error
     # The same variables on a server host (not a router) are not the router's concern.
     assert errors(**given) == []
+
+
+ROUTER_CERT = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUW\n-----END CERTIFICATE-----\n"
+ROUTER_KEY = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0a2V5bWF0ZXJpYWw\n-----END PRIVATE KEY-----\n"
+ROUTER_TLS = {"sglang_router_tls_cert": ROUTER_CERT, "sglang_router_tls_key": ROUTER_KEY,
+              "sglang_router_tls_ca": ROUTER_CERT}
+
+
+def test_the_routers_tls_is_all_three_or_none() -> None:
+    assert router_errors(**BOTH_KEYS, **ROUTER_TLS) == []
+    for missing in ROUTER_TLS:
+        found = router_errors(**BOTH_KEYS, **{name: value for name, value in ROUTER_TLS.items() if name != missing})
+        assert [e.split(":", 1)[0] for e in found] == [missing], found
+        assert "allowed:" in found[0] and "c2VjcmV0a2V5bWF0ZXJpYWw" not in found[0]
+    found = router_errors(**BOTH_KEYS, sglang_router_tls_cert=ROUTER_CERT)
+    assert [e.split(":", 1)[0] for e in found] == ["sglang_router_tls_key", "sglang_router_tls_ca"], found
+    # On a server host the router's variables are not checked together (the router's hosts check them).
+    assert errors(sglang_router_tls_cert=ROUTER_CERT) == []
+
+
+@pytest.mark.parametrize(("name", "value", "why"), [
+    ("sglang_router_tls_key", ROUTER_CERT, "not one private key"),
+    ("sglang_router_tls_cert", ROUTER_KEY, "not only certificates"),
+    ("sglang_router_tls_ca", "/etc/ssl/router-ca.pem", "but a path"),
+])
+def test_the_routers_pem_texts_are_checked_as_the_servers_are(name: str, value: str, why: str) -> None:
+    found = router_errors(**BOTH_KEYS, **{**ROUTER_TLS, name: value})
+    assert [e.split(":", 1)[0] for e in found] == [name] and why in found[0], found
+    assert "c2VjcmV0a2V5bWF0ZXJpYWw" not in found[0]
 
 
 def test_the_admin_key_must_differ_from_the_clients_key_even_on_loopback() -> None:
