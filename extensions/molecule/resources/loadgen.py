@@ -1,7 +1,7 @@
 """Steady generation load through an sglang-router, bounded in requests and time.
 
     loadgen.py --router http://ROUTER:30080 --expect 3 [--concurrency 4] [--max-requests 4000]
-               [--max-seconds 300] [--stop-file PATH] [--events PATH]
+               [--max-seconds 300] [--stop-file PATH] [--events PATH] [--ca PATH]
 
 Sends /generate requests from a few threads until the stop file appears or a bound is reached,
 while polling the router's /workers every 0.5 s. Ends by printing one line:
@@ -19,7 +19,7 @@ and writes each change of the router's worker list (removed / added / healthy) w
 --events as JSON lines. Only the given router URL is contacted. A router that requires a key gets it
 from the environment variable SGLANG_ROUTER_API_KEY (not from argv), as a bearer token; its worker list
 takes SGLANG_ROUTER_ADMIN_KEY when that is set (a router with a control-plane admin key refuses the clients' key
-there).
+there). A router that serves https (role sglang_router's sglang_router_tls_*) is verified against --ca.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import threading
 import time
 import urllib.error
@@ -69,16 +70,20 @@ def failure_kind(exc: Exception) -> str:
     return "connection" if isinstance(exc, (urllib.error.URLError, OSError)) else "other"
 
 
+CONTEXT: dict[str, ssl.SSLContext | None] = {"tls": None}  # set once by main() from --ca
+
+
 def get_json(url: str, body: dict | None = None, timeout: float = 60,
              key_variable: str = "SGLANG_ROUTER_API_KEY") -> dict:
-    """One call; the bearer token from the environment variable key_variable, else SGLANG_ROUTER_API_KEY."""
+    """One call; the bearer token from the environment variable key_variable, else SGLANG_ROUTER_API_KEY; https
+    verified against --ca."""
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json"}
     key = os.environ.get(key_variable) or os.environ.get("SGLANG_ROUTER_API_KEY")
     if key:
         headers["Authorization"] = "Bearer " + key
     request = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET", headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
+    with urllib.request.urlopen(request, timeout=timeout, context=CONTEXT["tls"]) as answer:
         return json.loads(answer.read().decode())
 
 
@@ -148,8 +153,10 @@ def main() -> int:
     parser.add_argument("--max-seconds", type=float, default=300)
     parser.add_argument("--stop-file")
     parser.add_argument("--events")
+    parser.add_argument("--ca", help="the CA file an https router is verified against")
     args = parser.parse_args()
     args.router = args.router.rstrip("/")
+    CONTEXT["tls"] = ssl.create_default_context(cafile=args.ca) if args.ca else None
     tally, stop, state = Tally(), threading.Event(), {}
     threads = [threading.Thread(target=watch_workers, args=(args, stop, state), daemon=True)]
     threads += [threading.Thread(target=generate_forever, args=(args, tally, stop, n), daemon=True)
