@@ -22,18 +22,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.sglang.deploy.plugins.module_utils import _field_rules as rules
 
-# nvidia_driver
-_BRANCH_RE = re.compile(r"^[0-9]{3}$")
+# nvidia_driver (the rules of one value each: module_utils/_field_rules.py, shared with the up-front check)
 _DRIVER_VERSION_RE = re.compile(r"^[0-9]{3}\.[0-9]+(\.[0-9]+)?$")
-_COMPUTE_CAPABILITY_RE = re.compile(r"^[0-9]+\.[0-9]+$")
-_FINGERPRINT_RE = re.compile(r"^[0-9A-Fa-f]{40}([0-9A-Fa-f]{24})?$")
-_REPO_URL_RE = re.compile(r"^(https?|file):/")
 _PACKAGE_WITH_VERSION_RE = re.compile(r".*[ =<>]")
-OLDEST_BRANCH = 580  # CUDA 13, which SGLang needs, requires 580+
+OLDEST_BRANCH = rules.OLDEST_BRANCH
 
 # sglang_stack
-_UV_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 # FlashInfer's architecture tags (flashinfer-jit-cache-<tag>): sm120f, sm100a, sm90a, sm89, ...
 KERNEL_TAG_RE = re.compile(r"^sm[0-9]{2,3}[af]?$")
 _PIN_RE = re.compile(r"^[A-Za-z0-9_.-]+ *== *[^ ]+$")
@@ -46,7 +42,6 @@ MIN_DOWNLOAD_TIMEOUT = 60
 
 # sglang_weights (and the stack's interpreter directory)
 _ABSOLUTE_RE = re.compile(r"^/")
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 NVIDIA_DRIVER_SETTINGS = (
     "nvidia_driver_branch", "nvidia_driver_version", "nvidia_driver_gpu_count", "nvidia_driver_gpu_compute_capability",
@@ -145,7 +140,7 @@ def nvidia_driver_settings_errors(settings: Any) -> list[str]:
     get = _reader("nvidia_driver_settings_errors", settings, NVIDIA_DRIVER_SETTINGS)
     errors = []
     branch, version = get("nvidia_driver_branch"), get("nvidia_driver_version")
-    if not _match(_BRANCH_RE, branch) or _int(branch) < OLDEST_BRANCH:
+    if not rules.branch_ok(branch):
         errors.append(f"nvidia_driver_branch must be a driver branch of {OLDEST_BRANCH} or newer (CUDA 13, which "
                       f"SGLang needs, requires {OLDEST_BRANCH}+), got '{_shown(branch)}'")
     if not _match(_DRIVER_VERSION_RE, version):
@@ -159,15 +154,15 @@ def nvidia_driver_settings_errors(settings: Any) -> list[str]:
         errors.append(f"nvidia_driver_gpu_count must be 1 or more (or null to skip the check), got "
                       f"{_shown(gpu_count)}")
     capability = get("nvidia_driver_gpu_compute_capability")
-    if capability is not None and not _match(_COMPUTE_CAPABILITY_RE, capability):
+    if not rules.capability_ok(capability):
         errors.append(f"nvidia_driver_gpu_compute_capability must look like 12.0 (or be null), got "
                       f"'{_shown(capability)}'")
     fingerprint = get("nvidia_driver_repo_key_fingerprint")
-    if _length(fingerprint) > 0 and not _match(_FINGERPRINT_RE, str(fingerprint).replace(" ", "")):
+    if not rules.fingerprint_ok(fingerprint):
         errors.append(f"nvidia_driver_repo_key_fingerprint must be a full key fingerprint (40 hex digits; spaces "
                       f"allowed) or empty, got '{_shown(fingerprint)}'")
     base_url = get("nvidia_driver_repo_base_url")
-    if not _match(_REPO_URL_RE, base_url):
+    if not rules.RULES["nvidia_driver_repo_base_url"].accepts(base_url):
         errors.append(f"nvidia_driver_repo_base_url must be an http(s):// or file:/ URL, got '{_shown(base_url)}'")
     with_versions = [name for name in _items(get("nvidia_driver_packages")) if _match(_PACKAGE_WITH_VERSION_RE, name)]
     if with_versions:
@@ -224,7 +219,7 @@ def sglang_stack_settings_errors(settings: Any, constraints_directory: str) -> l
     if str(version) not in versions:
         errors.append(f"sglang_version {_shown(version)} has no constraints file in roles/sglang_stack/files/"
                       f"constraints/ (the GPU stack its wheel pins); versions with one: {', '.join(versions)}")
-    if not _match(_UV_VERSION_RE, uv_version):
+    if not rules.RULES["sglang_stack_uv_version"].accepts(uv_version):
         errors.append(f"sglang_stack_uv_version must be an exact version such as 0.13.9, got '{_shown(uv_version)}'")
     wheelhouse = get("sglang_stack_wheelhouse")
     if _length(wheelhouse) > 0:  # offline
@@ -268,20 +263,20 @@ def sglang_weights_settings_errors(settings: Any) -> list[str]:
     download = get("sglang_weights_mode") == "download"
     if download:
         repo, revision = get("sglang_weights_model_repo"), get("sglang_weights_model_revision")
-        if _length(repo) == 0 or not _match(_COMMIT_RE, revision):
+        if _length(repo) == 0 or not _match(rules.COMMIT_RE, revision):
             errors.append(f"sglang_weights_mode is download: sglang_weights_model_repo (e.g. moonshotai/Kimi-K2.5) "
                           f"and sglang_weights_model_revision, a 40-hex-digit commit (a branch or tag would float "
                           f"between hosts), are required; got repo '{_shown(repo)}', revision '{_shown(revision)}'")
     if download and draft_path:
         repo, revision = get("sglang_weights_draft_repo"), get("sglang_weights_draft_revision")
-        if _length(repo) == 0 or not _match(_COMMIT_RE, revision):
+        if _length(repo) == 0 or not _match(rules.COMMIT_RE, revision):
             errors.append(f"sglang_weights_mode is download and a draft model is set "
                           f"(sglang_speculative_draft_model_path): sglang_weights_draft_repo and a 40-hex-digit "
                           f"sglang_weights_draft_revision are required; got repo '{_shown(repo)}', revision "
                           f"'{_shown(revision)}'")
     for name in ("sglang_weights_model_manifest", "sglang_weights_draft_manifest"):
         manifest = get(name)
-        if _length(manifest) > 0 and not os.path.isfile(str(manifest)):
+        if not rules.controller_file_ok(manifest):
             errors.append(f"{name} {_shown(manifest)} is not a file on the controller")
     token_file, state_dir = get("sglang_weights_hf_token_file"), get("sglang_weights_state_dir")
     if not _match(_ABSOLUTE_RE, token_file) or not _match(_ABSOLUTE_RE, state_dir):

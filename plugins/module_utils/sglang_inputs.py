@@ -29,6 +29,7 @@ from typing import Any
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import ArgumentValueError
 
+from . import _field_rules
 from ._firewall import EXTRA_VARIABLE as IP_ALLOW_EXTRA
 from ._firewall import extra_errors as ip_allow_extra_errors
 from ._stall import ALLOWED as STALL_ALLOWED
@@ -157,6 +158,8 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
         errors += _characters(name, value) if name not in PEM else _pem(name, value)
         if option is not None and not errors_about(errors, name):
             errors += _option(name, ALIASES.get(name, name), value, option)
+        if not errors_about(errors, name):  # the install roles' one-value rules, which their settings checks share
+            errors += _field_rules.refusal(name, value)
         if ALIASES.get(name, name) in ROWS and not errors_about(errors, name) and not is_unset(value):
             errors += _row(name, value)
     errors += _cross(given, known)

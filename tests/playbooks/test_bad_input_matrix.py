@@ -333,38 +333,46 @@ _BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two 
              "sglang_draft_config_file": "/nonexistent/config.json", "sglang_service_prometheus_group": "two words",
              "sglang_speculative_algorithm": "NOT-AN-ALGORITHM",
              "sglang_stack_python": "python 3", "sglang_startup_log": "/nonexistent/startup.log",
-             "sglang_weights_hf_venv": "relative/venv"}
+             "sglang_weights_hf_venv": "relative/venv",
+             # The install roles' one-value rules, up front (module_utils/_field_rules.py).
+             "nvidia_driver_gpu_compute_capability": "Blackwell",
+             "nvidia_driver_repo_key_fingerprint": "3BF863CC", "nvidia_driver_repo_base_url": "mirror.example/cuda",
+             "nvidia_driver_repo_key_url": "mirror.example/cuda.asc", "sglang_stack_uv_version": "latest",
+             "sglang_router_version": "0.3", "sglang_stack_index_url": "mirror.example/simple",
+             "sglang_stack_flashinfer_index_url": "flashinfer.ai/whl", "sglang_weights_index_url": "pypi",
+             "sglang_weights_hf_endpoint": "hf-mirror.example", "sglang_router_index_url": "mirror.example",
+             "sglang_weights_model_revision": "main", "sglang_weights_draft_revision": "v1.0",
+             "sglang_weights_model_manifest": "/nonexistent/kimi.sha256",
+             "sglang_weights_draft_manifest": "/nonexistent/eagle3.sha256",
+             **{f"sglang_monitoring_{name}": "5 minutes" for name in (
+                 "saturated_for", "hicache_pressure_window", "hicache_pressure_for", "failed_for", "restart_window",
+                 "router_down_for", "router_workers_for", "drift_for")}}
 # Declared options no case touches: text options checked only by their role's settings check against a host
-# (deploy.yml's one refusal per host: nvidia_driver_settings_errors, sglang_stack_settings_errors,
-# sglang_weights_settings_errors), free text (names, URLs, durations of the alert rules, which promtool checks), or
-# an internal value the playbooks compute. A new option must get a case above (or a rule and a case), or be listed
-# here with the reason it has none.
+# (deploy.yml's one refusal per host: sglang_stack_settings_errors, sglang_weights_settings_errors: the wheelhouse,
+# a requirement, a repository), free text (names), or an internal value the playbooks compute. (The install roles'
+# one-value rules, URLs, versions, revisions, manifests and the alert rules' durations, are checked up front:
+# module_utils/_field_rules.py, with a case each through _BAD_TEXT.) A new option must get a case above (or a rule
+# and a case), or be listed here with the reason it has none.
 UNCOVERED = {
-    # role nvidia_driver's settings check (tests/unit/plugins/filter/test_settings.py)
-    "nvidia_driver_branch", "nvidia_driver_gpu_compute_capability", "nvidia_driver_gpu_name",
-    "nvidia_driver_repo_base_url", "nvidia_driver_repo_key_fingerprint", "nvidia_driver_repo_key_url",
+    # role nvidia_driver's settings check (tests/unit/plugins/filter/test_settings.py): render.yml describes the unit
+    # of a host with an older driver too (tests/playbooks/test_real_host.py), which the deploy refuses
+    "nvidia_driver_branch", "nvidia_driver_gpu_name",
     # the resolve step with the host's facts, or free text
     "sglang_cuda_version", "sglang_gpu_compute_capability", "sglang_hicache_io_backend", "sglang_hicache_mem_layout",
     "sglang_hicache_storage_backend", "sglang_hicache_write_policy", "sglang_multinode_group", "sglang_version",
     # the playbooks' own values
     "sglang_maintenance_why", "sglang_service_rolling_serial", "sglang_service_template_dir",
-    # role sglang_monitoring: durations, job names and the output directory, checked by promtool (make monitoring)
-    "sglang_monitoring_drift_for", "sglang_monitoring_failed_for", "sglang_monitoring_hicache_pressure_for",
-    "sglang_monitoring_hicache_pressure_window", "sglang_monitoring_node_job", "sglang_monitoring_output_dir",
-    "sglang_monitoring_promtool", "sglang_monitoring_restart_window", "sglang_monitoring_router_down_for",
-    "sglang_monitoring_router_job", "sglang_monitoring_router_workers_for", "sglang_monitoring_saturated_for",
-    "sglang_monitoring_server_job",
+    # role sglang_monitoring: job names (free text), the output directory and promtool's path
+    "sglang_monitoring_node_job", "sglang_monitoring_output_dir", "sglang_monitoring_promtool",
+    "sglang_monitoring_router_job", "sglang_monitoring_server_job",
     # the lease's host and takeover: names of the inventory's hosts and of a holder, checked when the lease is taken
     "sglang_rollout_lease_host", "sglang_rollout_lease_takeover",
     # the router's install: checked by the role against the wheelhouse and the index
-    "sglang_router_index_url", "sglang_router_version", "sglang_router_wheelhouse",
+    "sglang_router_wheelhouse",
     # role sglang_stack's settings check
-    "sglang_stack_flashinfer_index_url", "sglang_stack_index_url", "sglang_stack_python_dev_package",
-    "sglang_stack_requirement", "sglang_stack_uv_version", "sglang_stack_wheelhouse",
+    "sglang_stack_python_dev_package", "sglang_stack_requirement", "sglang_stack_wheelhouse",
     # role sglang_weights' settings check
-    "sglang_weights_draft_manifest", "sglang_weights_draft_repo", "sglang_weights_draft_revision",
-    "sglang_weights_hf_endpoint", "sglang_weights_hf_hub_version", "sglang_weights_index_url",
-    "sglang_weights_model_manifest", "sglang_weights_model_repo", "sglang_weights_model_revision",
+    "sglang_weights_draft_repo", "sglang_weights_hf_hub_version", "sglang_weights_model_repo",
 }
 
 

@@ -209,11 +209,12 @@ def test_bad_input_refused_before_any_change(host: Any, extra: list[str], expect
     assert rc != 0
     for text in expected:
         assert text in out, why(out)
-    # A variable its role's spec refuses (check.yml) stops the run before any plan; a role's settings check refuses
-    # the host in deploy.yml's refusal, once the whole rollout plan is printed, naming the host as refused in it.
+    # A variable its role's spec or a one-value rule refuses (check.yml) stops the run before any plan; a role's
+    # settings check (between values, or against the wheelhouse) refuses the host in deploy.yml's refusal, once the
+    # whole rollout plan is printed, naming the host as refused in it.
     refusal = out.find(f"{HOST}: the SGLang configuration is refused, nothing was changed")
     plan = out.find(f"REFUSED, so nothing changes on any host: {HOST} (")
-    if "is not one of the choices" in out:
+    if "is not one of the choices" in out or "is not allowed; allowed:" in out:
         assert refusal >= 0 and plan < 0, why(out)
     else:
         assert 0 <= plan < refusal, why(out)

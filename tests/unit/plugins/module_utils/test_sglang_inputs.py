@@ -263,3 +263,44 @@ def test_the_routers_listeners_take_ip_addresses_only(var: str, value: str, ok: 
     else:
         assert len(found) == 1 and found[0].startswith(f"{var}: {value!r} is not an IP address; allowed: an IPv4 "
                                                        "or IPv6 address"), found
+
+
+# --- the install roles' one-value rules, up front (module_utils/_field_rules.py, shared with their settings checks) --
+
+def test_every_one_value_rule_accepts_its_roles_default() -> None:
+    """A rule that refused its own default would stop every deploy that does not set the variable."""
+    from ansible_collections.sglang.deploy.plugins.module_utils._field_rules import RULES
+    defaults = {name: option.get("default") for options in SPECS.values() for name, option in (options or {}).items()}
+    assert set(RULES) <= set(defaults), set(RULES) - set(defaults)
+    assert {name: errors(**{name: defaults[name]}) for name in RULES} == {name: [] for name in RULES}
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "shown"), [
+    ("nvidia_driver_gpu_compute_capability", "12.0", "Blackwell", True),
+    ("nvidia_driver_repo_key_fingerprint", "EB69 3B30 35CD 5710 E231 E123 A4B4 6996 3BF8 63CC", "3BF863CC", True),
+    ("nvidia_driver_repo_base_url", "file:///srv/mirror/cuda", "mirror.example/cuda", False),
+    ("nvidia_driver_repo_key_url", "https://mirror.example/cuda.asc", "mirror.example/cuda.asc", False),
+    ("sglang_stack_uv_version", "0.13.9", "latest", True),
+    ("sglang_router_version", "0.3.2", "0.3", True),
+    ("sglang_stack_index_url", "https://user:s3cret@mirror.example/simple", "s3cret@mirror", False),
+    ("sglang_stack_flashinfer_index_url", "https://flashinfer.ai/whl", "", False),
+    ("sglang_weights_hf_endpoint", "https://hf-mirror.example", "hf-mirror.example", False),
+    ("sglang_weights_model_revision", "0123456789abcdef0123456789abcdef01234567", "main", True),
+    ("sglang_weights_draft_revision", "", "v1.0", True),
+    ("sglang_weights_model_manifest", "", "/nonexistent/kimi.sha256", True),
+])
+def test_the_install_roles_one_value_rules_refuse_up_front_naming_the_variable(
+        name: str, good: str, bad: str, shown: bool) -> None:
+    assert errors(**{name: good}) == []
+    found = errors(**{name: bad})
+    assert len(found) == 1 and found[0].startswith(f"{name}: ") and "allowed: " in found[0], found
+    if shown:
+        assert repr(bad) in found[0], found
+    else:  # a URL may carry a credential
+        assert "the value is not shown" in found[0] and (not bad or bad not in found[0]), found
+
+
+def test_a_manifest_that_is_a_file_on_the_controller_is_accepted(tmp_path: Path) -> None:
+    manifest = tmp_path / "kimi.sha256"
+    manifest.write_text("")
+    assert errors(sglang_weights_model_manifest=str(manifest), sglang_weights_draft_manifest=str(manifest)) == []
