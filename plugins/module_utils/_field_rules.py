@@ -24,6 +24,10 @@ REPO_URL_RE = re.compile(r"^(https?|file):/")
 INDEX_URL_RE = re.compile(r"^https?://[^\s/]+")
 EXACT_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+# A Hugging Face repository id (huggingface_hub's validate_repo_id: <owner>/<name>, letters, digits, '.', '_', '-').
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A Debian package name (Debian Policy 5.6.1: lower case letters, digits, '+', '-', '.'; two characters at least).
+DEBIAN_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 # A Prometheus duration (prometheus/common model.ParseDuration): units from the largest down, such as 1h30m or 2s.
 DURATION_RE = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
 
@@ -70,6 +74,8 @@ _INDEX = Rule(_matches(INDEX_URL_RE, or_empty=True), "an http(s):// URL, or empt
 _REVISION = Rule(_matches(COMMIT_RE, or_empty=True),
                  "a commit of the repository, 40 hex digits (a branch or tag would float between hosts), or empty")
 _MANIFEST = Rule(controller_file_ok, "a file on the controller (a SHA-256 manifest), or empty")
+_REPO = Rule(_matches(REPO_ID_RE, or_empty=True),
+             "a Hugging Face repository id such as moonshotai/Kimi-K2.5, or empty")
 
 
 def duration_ok(value: Any) -> bool:
@@ -102,6 +108,12 @@ RULES: dict[str, Rule] = {
     "sglang_weights_draft_revision": _REVISION,
     "sglang_weights_model_manifest": _MANIFEST,
     "sglang_weights_draft_manifest": _MANIFEST,
+    "sglang_weights_model_repo": _REPO,
+    "sglang_weights_draft_repo": _REPO,
+    "sglang_weights_hf_hub_version": Rule(_matches(EXACT_VERSION_RE), "an exact version such as 2.4.0"),
+    "sglang_stack_python_dev_package": Rule(_matches(DEBIAN_PACKAGE_RE, or_empty=True),
+                                            "a Debian package name such as python3.12-dev, or empty for the one of "
+                                            "the stack's interpreter"),
     # role sglang_monitoring: the alert rules' durations (promtool would refuse them only in make monitoring)
     **{f"sglang_monitoring_{name}": _DURATION for name in (
         "saturated_for", "hicache_pressure_window", "hicache_pressure_for", "failed_for", "restart_window",

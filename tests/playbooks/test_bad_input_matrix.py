@@ -344,6 +344,8 @@ _BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two 
              "sglang_weights_model_revision": "main", "sglang_weights_draft_revision": "v1.0",
              "sglang_weights_model_manifest": "/nonexistent/kimi.sha256",
              "sglang_weights_draft_manifest": "/nonexistent/eagle3.sha256",
+             "sglang_weights_model_repo": "Kimi-K2.5", "sglang_weights_draft_repo": "https://huggingface.co/x/y",
+             "sglang_weights_hf_hub_version": "latest", "sglang_stack_python_dev_package": "Python3-Dev",
              **{f"sglang_monitoring_{name}": "5 minutes" for name in (
                  "saturated_for", "hicache_pressure_window", "hicache_pressure_for", "failed_for", "restart_window",
                  "router_down_for", "router_workers_for", "drift_for")}}
@@ -370,9 +372,7 @@ UNCOVERED = {
     # the router's install: checked by the role against the wheelhouse and the index
     "sglang_router_wheelhouse",
     # role sglang_stack's settings check
-    "sglang_stack_python_dev_package", "sglang_stack_requirement", "sglang_stack_wheelhouse",
-    # role sglang_weights' settings check
-    "sglang_weights_draft_repo", "sglang_weights_hf_hub_version", "sglang_weights_model_repo",
+    "sglang_stack_requirement", "sglang_stack_wheelhouse",
 }
 
 

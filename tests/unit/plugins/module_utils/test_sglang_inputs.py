@@ -288,6 +288,9 @@ def test_every_one_value_rule_accepts_its_roles_default() -> None:
     ("sglang_weights_model_revision", "0123456789abcdef0123456789abcdef01234567", "main", True),
     ("sglang_weights_draft_revision", "", "v1.0", True),
     ("sglang_weights_model_manifest", "", "/nonexistent/kimi.sha256", True),
+    ("sglang_weights_model_repo", "moonshotai/Kimi-K2.5", "Kimi-K2.5", True),
+    ("sglang_weights_hf_hub_version", "2.4.0", "latest", True),
+    ("sglang_stack_python_dev_package", "python3.12-dev", "Python3-Dev", True),
 ])
 def test_the_install_roles_one_value_rules_refuse_up_front_naming_the_variable(
         name: str, good: str, bad: str, shown: bool) -> None:
