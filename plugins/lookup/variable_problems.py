@@ -121,4 +121,6 @@ class LookupModule(LookupBase):
                                 "evaluates")
         command_line = _command_line_names(self._loader)
         groups = {str(group) for group in variables.get("group_names") or []}
-        return problems + sglang_inputs.check(given, names, specs, command_line=command_line, groups=groups)
+        hosts = {str(host) for host in (variables.get("groups") or {}).get("all") or []}
+        return problems + sglang_inputs.check(given, names, specs, command_line=command_line, groups=groups,
+                                              hosts=hosts)

@@ -30,6 +30,22 @@ REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*
 DEBIAN_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 # A Prometheus duration (prometheus/common model.ParseDuration): units from the largest down, such as 1h30m or 2s.
 DURATION_RE = re.compile(r"^(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?$")
+# NVML's buffer for a device name (nvml.h: NVML_DEVICE_NAME_V2_BUFFER_SIZE 96, the terminating NUL included): no
+# GPU reports a longer one, so a longer name can only never match.
+GPU_NAME_MAX = 95
+# A Prometheus job the rules and the dashboard select with job="<name>" (PromQL string, YAML scalar): no quote,
+# backslash, brace or space to escape in either.
+JOB_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# A lease's id: sha256 of the holder's controller, boot, PID and start, 16 hex digits (module_utils/_controller.py).
+LEASE_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+# SGLang as one pinned requirement (PEP 508 name, optional extras, ==version): what uv installs and the stack's
+# state compares (a range or a URL would float between hosts).
+REQUIREMENT_RE = re.compile(r"^sglang(\[[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*\])?==[0-9][A-Za-z0-9.+!-]*$")
+# ansible.builtin.reboot runs `shutdown -r 0 "<msg>"` through the host's shell (action/reboot.py,
+# DEFAULT_SHUTDOWN_COMMAND_ARGS): in the message a quote ends the argument, and $ or ` runs a command.
+REBOOT_MESSAGE_RE = re.compile(r'^[^"`$\\]{0,200}$')
+# What sglang_service_template_dir must hold: the role's three templates.
+SERVICE_TEMPLATES = ("sglang.service.j2", "sglang.env.j2", "sglang.secrets.yaml.j2")
 
 
 class Rule(NamedTuple):
@@ -70,6 +86,22 @@ def controller_file_ok(value: Any) -> bool:
     return empty(value) or os.path.isfile(text(value))
 
 
+def controller_dir_ok(value: Any) -> bool:
+    return empty(value) or os.path.isdir(text(value))
+
+
+def gpu_name_ok(value: Any) -> bool:
+    return value is None or 0 < len(text(value).strip()) <= GPU_NAME_MAX
+
+
+def templates_ok(value: Any) -> bool:
+    return all(os.path.isfile(os.path.join(text(value), name)) for name in SERVICE_TEMPLATES)
+
+
+def no_space_ok(value: Any) -> bool:
+    return empty(value) or not any(character.isspace() for character in text(value))
+
+
 _INDEX = Rule(_matches(INDEX_URL_RE, or_empty=True), "an http(s):// URL, or empty for the default", shown=False)
 _REVISION = Rule(_matches(COMMIT_RE, or_empty=True),
                  "a commit of the repository, 40 hex digits (a branch or tag would float between hosts), or empty")
@@ -85,11 +117,21 @@ def duration_ok(value: Any) -> bool:
 _DURATION = Rule(duration_ok, "a Prometheus duration such as 5m, 90s or 1h30m (units y, w, d, h, m, s, ms, "
                               "largest first)")
 
-# (nvidia_driver_branch has its rule, branch_ok, in the role's check only: render.yml describes the unit of a host
-# with an older driver too, whose device group has another name; the deploy refuses that branch.)
+_CAPABILITY = Rule(capability_ok, "a compute capability such as 12.0, or null to skip the check")
+_WHEELHOUSE = Rule(controller_dir_ok, "a directory on the controller, or empty to install from the index")
+_JOB = "a job name of letters, digits, '_', '.', ':', '-'"
+
+# (nvidia_driver_branch's floor, branch_ok, is in the role's check only: render.yml describes the unit of a host
+# with an older driver too, whose device group has another name; the deploy refuses that branch. Up front, only
+# its form.)
 RULES: dict[str, Rule] = {
-    "nvidia_driver_gpu_compute_capability": Rule(capability_ok, "a compute capability such as 12.0, or null to "
-                                                                "skip the check"),
+    "nvidia_driver_branch": Rule(_matches(BRANCH_RE), f"a driver branch of three digits such as 580 (the deploy "
+                                                      f"installs {OLDEST_BRANCH} or newer)"),
+    "nvidia_driver_gpu_name": Rule(gpu_name_ok, f"the name every GPU reports in nvidia-smi, such as NVIDIA RTX PRO "
+                                                f"6000 Blackwell Server Edition (at most {GPU_NAME_MAX} characters, "
+                                                f"NVML's), or null to skip the check"),
+    "sglang_gpu_compute_capability": _CAPABILITY,
+    "nvidia_driver_gpu_compute_capability": _CAPABILITY,
     "nvidia_driver_repo_key_fingerprint": Rule(fingerprint_ok, "a full key fingerprint (40 hex digits; spaces "
                                                                "allowed), or empty"),
     "nvidia_driver_repo_base_url": Rule(_matches(REPO_URL_RE), "an http(s):// or file:/ URL", shown=False),
@@ -114,6 +156,24 @@ RULES: dict[str, Rule] = {
     "sglang_stack_python_dev_package": Rule(_matches(DEBIAN_PACKAGE_RE, or_empty=True),
                                             "a Debian package name such as python3.12-dev, or empty for the one of "
                                             "the stack's interpreter"),
+    "sglang_stack_wheelhouse": _WHEELHOUSE,
+    "sglang_router_wheelhouse": _WHEELHOUSE,
+    "sglang_stack_requirement": Rule(_matches(REQUIREMENT_RE), "SGLang pinned to one version, such as "
+                                                               "sglang==0.5.23 or sglang[all]==0.5.23",
+                                     shown=False),  # a direct reference's URL may carry a credential
+    "sglang_service_template_dir": Rule(templates_ok, "a directory on the controller holding "
+                                                      + ", ".join(SERVICE_TEMPLATES)),
+    "sglang_maintenance_why": Rule(_matches(REBOOT_MESSAGE_RE),
+                                   "at most 200 characters without \", `, $ or \\ (the reboot's message goes "
+                                   "inside double quotes of a shell command)"),
+    "sglang_rollout_lease_takeover": Rule(_matches(LEASE_ID_RE, or_empty=True),
+                                          "the id of a stale lease, 16 hex digits as the refusal that names it "
+                                          "says, or empty"),
+    "sglang_monitoring_promtool": Rule(no_space_ok, "promtool's name on PATH or its path, without spaces, or "
+                                                    "empty to skip the check"),
+    "sglang_monitoring_server_job": Rule(_matches(JOB_RE), _JOB),
+    "sglang_monitoring_router_job": Rule(_matches(JOB_RE), _JOB),
+    "sglang_monitoring_node_job": Rule(_matches(JOB_RE, or_empty=True), _JOB + ", or empty (no node_exporter)"),
     # role sglang_monitoring: the alert rules' durations (promtool would refuse them only in make monitoring)
     **{f"sglang_monitoring_{name}": _DURATION for name in (
         "saturated_for", "hicache_pressure_window", "hicache_pressure_for", "failed_for", "restart_window",

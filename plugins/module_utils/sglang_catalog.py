@@ -93,8 +93,8 @@ def load_catalog(version: str, directory: str | None = None) -> Catalog:
     if not os.path.exists(path):
         known = ", ".join(available_versions(directory)) or "none"
         raise CatalogError(
-            f"no flag catalog for sglang {base} (catalogs exist for: {known}); generate one with "
-            f"tools/sglang_catalog.py {base}"
+            f"no flag catalog for sglang {base}; allowed: a version with a catalog ({known}), or generate one "
+            f"with tools/sglang_catalog.py {base}"
         )
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)

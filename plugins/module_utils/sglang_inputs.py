@@ -145,10 +145,11 @@ def known_names(specs: dict[str, dict[str, Any]]) -> dict[str, tuple[str, dict[s
 
 def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, Any]],
           command_line: set[str] | frozenset[str] = frozenset(),
-          groups: set[str] | frozenset[str] = frozenset()) -> list[str]:
+          groups: set[str] | frozenset[str] = frozenset(),
+          hosts: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """The refusals for one host's variables (see the module docstring). ``command_line``: the names given
     with -e, where one of our variables without its ``sglang_`` prefix is a mistake, not another tool's.
-    ``groups``: the host's inventory groups."""
+    ``groups``: the host's inventory groups; ``hosts``: every host of the inventory (empty: not known)."""
     known = known_names(specs)
     errors: list[str] = []
     errors += _names(names, given, known, command_line)
@@ -167,7 +168,18 @@ def check(given: dict[str, Any], names: list[str], specs: dict[str, dict[str, An
         errors += [e for e in _router_control_plane(given, known) + _router_tls(given, known)
                    if not errors_about(errors, e.split(":", 1)[0])]
     errors += safety(given, known, errors)
+    errors += _lease_host(given, hosts, errors)
     return errors
+
+
+def _lease_host(given: dict[str, Any], hosts: set[str] | frozenset[str], errors: list[str]) -> list[str]:
+    """The lease host is where every deploy takes the lease (delegate_to): a host of this inventory, or empty."""
+    value = given.get("sglang_rollout_lease_host")
+    if is_unset(value) or not hosts or str(value) in hosts or errors_about(errors, "sglang_rollout_lease_host"):
+        return []
+    return [f"sglang_rollout_lease_host: {str(value)!r} is not a host of the inventory, so no deploy could take the "
+            "lease there; allowed: a host of the inventory (a router, or a server), or empty for the first router "
+            "(the first server without one)"]
 
 
 def errors_about(errors: list[str], name: str) -> bool:
@@ -550,12 +562,14 @@ def _cross(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
     if port < 1024 and (user != "root" or hardening == "strict"):
         errors.append(f"sglang_port: {port} is a privileged port, which the server (user {user}, hardening "
                       f"{hardening}, no capabilities) cannot bind; allowed: a port from 1024 to 65535")
-    if "sglang_rolling_serial" in given:
-        serial = str(given["sglang_rolling_serial"]).strip()
-        match = _SERIAL_RE.match(serial)
-        if not match or (serial.endswith("%") and int(match.group(1)) > 100):
-            errors.append(f"sglang_rolling_serial: {serial!r} is not a batch size; allowed: "
-                          f"{PLAY_VARIABLES['sglang_rolling_serial']} (at most 100%)")
+    # The playbook's batch size, and the role input deploy.yml passes it as (which -e would override).
+    for name in ("sglang_rolling_serial", "sglang_service_rolling_serial"):
+        if name in given:
+            serial = str(given[name]).strip()
+            match = _SERIAL_RE.match(serial)
+            if not match or (serial.endswith("%") and int(match.group(1)) > 100):
+                errors.append(f"{name}: {serial!r} is not a batch size; allowed: "
+                              f"{PLAY_VARIABLES['sglang_rolling_serial']} (at most 100%)")
     return errors
 
 
@@ -805,11 +819,37 @@ def owned_path_problems(given: dict[str, Any], known: dict[str, Any]) -> list[st
                 where = "the directory of " if var in OWNED_FILES else ""
                 errors.append(f"{var}: {where}{path} cannot be the package's ({what}): {reason}; allowed: "
                               f"{OWNED_ALLOWED}{', or /etc/<name> of its own' if var in CONFIG_DIRS else ''}")
+    errors += _controller_dir_problems(given)
     unit_dir = given.get("sglang_service_unit_dir")
     if isinstance(unit_dir, str) and unit_dir.startswith("/") and _norm(unit_dir) not in UNIT_DIRS:
         errors.append(f"sglang_service_unit_dir: {unit_dir} is not where systemd reads system units; allowed: "
                       f"{', '.join(sorted(UNIT_DIRS))}")
     errors += _model_paths_problems(given, known)
+    return errors
+
+
+# Directories the package writes on the controller: (variable, what goes there). The operator's own scratch and
+# homes are theirs to use; the system's directories are not.
+CONTROLLER_DIRS = {"sglang_monitoring_output_dir": "the alert rules, the scrape targets and the dashboard, written "
+                                                   "on the controller"}
+_CONTROLLER_SCRATCH = ("/tmp", "/var/tmp", "/root", "/home")
+
+
+def _controller_dir_problems(given: dict[str, Any]) -> list[str]:
+    errors = []
+    for var, what in CONTROLLER_DIRS.items():
+        value = given.get(var)
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue
+        path = _norm(value)
+        if any(_under(path, root) and path != root for root in _CONTROLLER_SCRATCH) and \
+                not (path.startswith("/home/") and path.count("/") == 2):
+            continue
+        reason = config_dir_reason(path)
+        if reason:
+            errors.append(f"{var}: {value} cannot hold {what}: {reason}; allowed: a directory of its own, such as "
+                          "the checkout's monitoring/ (the default), /etc/prometheus/..., one under /srv/<name>, "
+                          "/opt/<name> or a home")
     return errors
 
 

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import _field_rules
+
 SERVER_JOB = "sglang"
 ROUTER_JOB = "sglang-router"
 # The first release whose scheduler exports the HiCache host pool gauges (tests/fixtures/metrics/).
@@ -152,10 +154,10 @@ def options(given: dict[str, Any] | None) -> dict[str, Any]:
                                               lambda v: 0 <= v < 1)
     for key in ("queue_depth", "restarts", "load_budget"):
         merged[key] = _number(key, merged[key], int, "an integer >= 0", lambda v: v >= 0)
-    for key in ("server_job", "router_job", "node_job"):
-        if not re.fullmatch(r"[A-Za-z0-9_.:-]*", str(merged[key])) or (key != "node_job" and not merged[key]):
-            raise MonitoringError(f"sglang_monitoring_{key}: {merged[key]!r}; allowed: a job name of letters, digits, "
-                                  "'_', '.', ':', '-'" + ("" if key != "node_job" else ", or empty"))
+    for key in ("server_job", "router_job", "node_job"):  # the rule the up-front check applies (one home)
+        rule = _field_rules.RULES[f"sglang_monitoring_{key}"]
+        if not rule.accepts(merged[key]):
+            raise MonitoringError(f"sglang_monitoring_{key}: {merged[key]!r}; allowed: {rule.allowed}")
     for key, value in merged.items():
         if key.endswith(("_for", "_window")) and not _is_duration(str(value)):
             raise MonitoringError(f"sglang_monitoring_{key}: {value}; allowed: a Prometheus duration like 30s, "

@@ -348,32 +348,25 @@ _BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two 
              "sglang_weights_hf_hub_version": "latest", "sglang_stack_python_dev_package": "Python3-Dev",
              **{f"sglang_monitoring_{name}": "5 minutes" for name in (
                  "saturated_for", "hicache_pressure_window", "hicache_pressure_for", "failed_for", "restart_window",
-                 "router_down_for", "router_workers_for", "drift_for")}}
-# Declared options no case touches: text options checked only by their role's settings check against a host
-# (deploy.yml's one refusal per host: sglang_stack_settings_errors, sglang_weights_settings_errors: the wheelhouse,
-# a requirement, a repository), free text (names), or an internal value the playbooks compute. (The install roles'
-# one-value rules, URLs, versions, revisions, manifests and the alert rules' durations, are checked up front:
-# module_utils/_field_rules.py, with a case each through _BAD_TEXT.) A new option must get a case above (or a rule
-# and a case), or be listed here with the reason it has none.
-UNCOVERED = {
-    # role nvidia_driver's settings check (tests/unit/plugins/filter/test_settings.py): render.yml describes the unit
-    # of a host with an older driver too (tests/playbooks/test_real_host.py), which the deploy refuses
-    "nvidia_driver_branch", "nvidia_driver_gpu_name",
-    # the resolve step with the host's facts, or free text
-    "sglang_cuda_version", "sglang_gpu_compute_capability", "sglang_hicache_io_backend", "sglang_hicache_mem_layout",
-    "sglang_hicache_storage_backend", "sglang_hicache_write_policy", "sglang_multinode_group", "sglang_version",
-    # the playbooks' own values
-    "sglang_maintenance_why", "sglang_service_rolling_serial", "sglang_service_template_dir",
-    # role sglang_monitoring: job names (free text), the output directory and promtool's path
-    "sglang_monitoring_node_job", "sglang_monitoring_output_dir", "sglang_monitoring_promtool",
-    "sglang_monitoring_router_job", "sglang_monitoring_server_job",
-    # the lease's host and takeover: names of the inventory's hosts and of a holder, checked when the lease is taken
-    "sglang_rollout_lease_host", "sglang_rollout_lease_takeover",
-    # the router's install: checked by the role against the wheelhouse and the index
-    "sglang_router_wheelhouse",
-    # role sglang_stack's settings check
-    "sglang_stack_requirement", "sglang_stack_wheelhouse",
-}
+                 "router_down_for", "router_workers_for", "drift_for")},
+             # The last 23 (issue 49): a rule each up front, or the resolve step's own refusal naming the variable.
+             "nvidia_driver_branch": "latest", "nvidia_driver_gpu_name": "NVIDIA RTX PRO 6000 " * 6,
+             "sglang_gpu_compute_capability": "sm_120",
+             "sglang_cuda_version": "cuda13", "sglang_version": "0.4.99", "sglang_multinode_group": "no_such_group",
+             "sglang_hicache_io_backend": "io_uring", "sglang_hicache_mem_layout": "row_major",
+             "sglang_hicache_storage_backend": "s3", "sglang_hicache_write_policy": "write_around",
+             "sglang_maintenance_why": 'driver "580" $(reboot)', "sglang_service_rolling_serial": "all",
+             "sglang_service_template_dir": "/nonexistent/templates",
+             "sglang_monitoring_server_job": "sglang server", "sglang_monitoring_router_job": 'router"',
+             "sglang_monitoring_node_job": "node{}", "sglang_monitoring_output_dir": "/etc",
+             "sglang_monitoring_promtool": "prom tool", "sglang_rollout_lease_host": "no-such-host",
+             "sglang_rollout_lease_takeover": "the old one", "sglang_router_wheelhouse": "/nonexistent/wheels",
+             "sglang_stack_wheelhouse": "/nonexistent/wheels", "sglang_stack_requirement": "sglang>=0.5"}
+# Declared options no case touches, each with the reason it can have none: none is left. (The install roles'
+# one-value rules, URLs, versions, revisions, manifests, wheelhouses, job names and the alert rules' durations are
+# checked up front, module_utils/_field_rules.py, with a case each through _BAD_TEXT.) A new option must get a case
+# above (or a rule and a case), or be listed here with the reason it has none.
+UNCOVERED: set[str] = set()
 
 
 def _declared() -> dict[str, dict[str, Any]]:

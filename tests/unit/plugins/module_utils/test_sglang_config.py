@@ -89,7 +89,7 @@ def test_alias_size_replaces_the_inventory_ratio_with_a_warning() -> None:
     ({"sglang_instance": "kimi k2"}, "sglang_instance", "unit name"),
     ({"sglang_instance": "../etc"}, "sglang_instance", "unit name"),
     ({"sglang_kv_cache_dtype": "fp3"}, "sglang_kv_cache_dtype", "fp8_e4m3"),
-    ({"sglang_version": "0.0.1"}, "sglang_version", "catalogs exist for"),
+    ({"sglang_version": "0.0.1"}, "sglang_version", "allowed: a version with a catalog (0.5.9"),
     ({"sglang_hicache_enabled": "maybe"}, "sglang_hicache_enabled", "true or false"),
     ({"sglang_hicache_size": 100}, "sglang_hicache_size", "one of them"),
     ({"aliases": {"hicache_ratio": "2", "hicache_size": "10"}}, "hicache_ratio", "one of them"),

@@ -272,6 +272,11 @@ def test_every_one_value_rule_accepts_its_roles_default() -> None:
     from ansible_collections.sglang.deploy.plugins.module_utils._field_rules import RULES
     defaults = {name: option.get("default") for options in SPECS.values() for name, option in (options or {}).items()}
     assert set(RULES) <= set(defaults), set(RULES) - set(defaults)
+    # Two defaults are expressions, which the check sees templated (lookup variable_problems templates every value).
+    rendered = {"sglang_stack_requirement": "sglang==0.5.23",
+                "sglang_service_template_dir": str(ROOT / "roles/sglang_service/templates")}
+    assert sorted(name for name in RULES if "{{" in str(defaults[name])) == sorted(rendered)
+    defaults.update(rendered)
     assert {name: errors(**{name: defaults[name]}) for name in RULES} == {name: [] for name in RULES}
 
 
@@ -291,6 +296,23 @@ def test_every_one_value_rule_accepts_its_roles_default() -> None:
     ("sglang_weights_model_repo", "moonshotai/Kimi-K2.5", "Kimi-K2.5", True),
     ("sglang_weights_hf_hub_version", "2.4.0", "latest", True),
     ("sglang_stack_python_dev_package", "python3.12-dev", "Python3-Dev", True),
+    # issue 49's last 23 options (the ones with a rule of one value)
+    ("nvidia_driver_branch", "590", "latest", True),
+    ("nvidia_driver_gpu_name", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "x" * 96, True),
+    ("sglang_gpu_compute_capability", "12.0", "sm_120", True),
+    ("sglang_stack_requirement", "sglang[all]==0.5.23", "sglang>=0.5", False),
+    ("sglang_stack_requirement", "sglang==0.5.23", "sglang @ https://user:s3cret@example.invalid/sglang.whl", False),
+    ("sglang_stack_wheelhouse", "", "/nonexistent/wheels", True),
+    ("sglang_router_wheelhouse", str(ROOT / "tests"), "/nonexistent/wheels", True),
+    ("sglang_service_template_dir", str(ROOT / "roles/sglang_service/templates"), str(ROOT / "roles"), True),
+    ("sglang_maintenance_why", "kernel 6.1.0-28 pending", 'driver "580"', True),
+    ("sglang_maintenance_why", "", "$(touch /root/pwned)", True),
+    ("sglang_maintenance_why", "a" * 200, "`id`", True),
+    ("sglang_rollout_lease_takeover", "0123456789abcdef", "alice's lease", True),
+    ("sglang_monitoring_server_job", "sglang", "sglang server", True),
+    ("sglang_monitoring_router_job", "sglang-router", 'router"', True),
+    ("sglang_monitoring_node_job", "", "node{}", True),
+    ("sglang_monitoring_promtool", "/usr/local/bin/promtool", "prom tool", True),
 ])
 def test_the_install_roles_one_value_rules_refuse_up_front_naming_the_variable(
         name: str, good: str, bad: str, shown: bool) -> None:
@@ -307,3 +329,37 @@ def test_a_manifest_that_is_a_file_on_the_controller_is_accepted(tmp_path: Path)
     manifest = tmp_path / "kimi.sha256"
     manifest.write_text("")
     assert errors(sglang_weights_model_manifest=str(manifest), sglang_weights_draft_manifest=str(manifest)) == []
+
+
+@pytest.mark.parametrize(("value", "refused"), [
+    ("/", True), ("/etc", True), ("/etc/systemd/system", True), ("/usr/local/share/rules", True), ("/opt", True),
+    ("/tmp", True), ("/home/alice", True),
+    ("/etc/prometheus/rules.d", False), ("/tmp/monitoring", False), ("/root/monitoring", False),
+    ("/home/alice/monitoring", False), ("/srv/prometheus", False), ("monitoring", False),
+])
+def test_the_monitoring_output_is_never_a_system_directory_of_the_controller(value: str, refused: bool) -> None:
+    found = errors(sglang_monitoring_output_dir=value)
+    if refused:
+        assert len(found) == 1 and found[0].startswith(f"sglang_monitoring_output_dir: {value} cannot hold ") \
+            and "allowed: " in found[0], found
+    else:
+        assert found == []
+
+
+@pytest.mark.parametrize("name", ["sglang_rolling_serial", "sglang_service_rolling_serial"])
+@pytest.mark.parametrize(("value", "ok"), [(1, True), ("25%", True), ("100%", True), ("all", False), (0, False),
+                                           ("-1", False), ("101%", False)])
+def test_both_names_of_the_batch_size_take_a_count_or_a_percentage(name: str, value: object, ok: bool) -> None:
+    found = errors(**{name: value})
+    assert (found == []) == ok, found
+    assert ok or found[0].startswith(f"{name}: {str(value)!r} is not a batch size; allowed: "), found
+
+
+def test_the_lease_host_is_a_host_of_the_inventory() -> None:
+    hosts = frozenset({"router-1", "gpu-node-1"})
+    assert check({"sglang_rollout_lease_host": "router-1"}, ["sglang_rollout_lease_host"], SPECS, hosts=hosts) == []
+    found = check({"sglang_rollout_lease_host": "router-9"}, ["sglang_rollout_lease_host"], SPECS, hosts=hosts)
+    assert found == ["sglang_rollout_lease_host: 'router-9' is not a host of the inventory, so no deploy could take "
+                     "the lease there; allowed: a host of the inventory (a router, or a server), or empty for the "
+                     "first router (the first server without one)"]
+    assert check({"sglang_rollout_lease_host": ""}, ["sglang_rollout_lease_host"], SPECS, hosts=hosts) == []
