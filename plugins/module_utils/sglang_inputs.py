@@ -108,7 +108,7 @@ _ROUTER_SECRET_FLAG = re.compile(r"api-keys?$|password|passwd|secret|credential|
 # key. An encrypted key is refused: SGLang's --ssl-keyfile-password is returned by /server_info.
 PEM = {"sglang_tls_cert": "certificate", "sglang_tls_ca": "certificate", "sglang_tls_key": "private key",
        "sglang_router_tls_cert": "certificate", "sglang_router_tls_ca": "certificate",
-       "sglang_router_tls_key": "private key"}
+       "sglang_router_tls_key": "private key", "sglang_router_worker_ca": "certificate"}
 _PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n[A-Za-z0-9+/=\s:,-]*?\r?\n?-----END \1-----")
 _PEM_ENCRYPTED = re.compile(r"ENCRYPTED|Proc-Type: *4, *ENCRYPTED")
 # Task files the rollout includes on the controller; a missing one would stop the rollout mid-way.

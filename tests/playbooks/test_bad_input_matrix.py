@@ -361,7 +361,8 @@ _BAD_TEXT = {"nvidia_driver_proc_dir": "proc dir", "sglang_admin_api_key": "two 
              "sglang_monitoring_node_job": "node{}", "sglang_monitoring_output_dir": "/etc",
              "sglang_monitoring_promtool": "prom tool", "sglang_rollout_lease_host": "no-such-host",
              "sglang_rollout_lease_takeover": "the old one", "sglang_router_wheelhouse": "/nonexistent/wheels",
-             "sglang_stack_wheelhouse": "/nonexistent/wheels", "sglang_stack_requirement": "sglang>=0.5"}
+             "sglang_stack_wheelhouse": "/nonexistent/wheels", "sglang_stack_requirement": "sglang>=0.5",
+             "sglang_router_worker_ca": "/etc/ssl/certs/servers-ca.pem"}  # a path, not the PEM text
 # Declared options no case touches, each with the reason it can have none: none is left. (The install roles'
 # one-value rules, URLs, versions, revisions, manifests, wheelhouses, job names and the alert rules' durations are
 # checked up front, module_utils/_field_rules.py, with a case each through _BAD_TEXT.) A new option must get a case

@@ -138,8 +138,9 @@ ROUTER_PLAYBOOK = """
 
 def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> None:
     """Role sglang_router: with servers that serve https, the router's unit passes --ca-cert-paths with the file
-    that holds each server's CA once, and names that file in SSL_CERT_FILE; without TLS none of them (the real
-    router's behaviour with both is tests/unit/roles/test_router_control_plane.py's)."""
+    that holds each server's CA once, and names that file in SSL_CERT_FILE; with their CA trusted ahead
+    (sglang_router_worker_ca) the same before they serve https; without TLS none of them (the real router's
+    behaviour with both is tests/unit/roles/test_router_control_plane.py's)."""
     playbook = tmp_path / "router.yml"
     playbook.write_text(ROUTER_PLAYBOOK)
     fleet = tmp_path / "fleet.yml"
@@ -150,8 +151,10 @@ def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> N
                                                   "sglang_router_prometheus_host": "10.0.0.5"}}}}}}))
     results = {}
     router_tls = {"sglang_router_tls_cert": CERT, "sglang_router_tls_key": KEY, "sglang_router_tls_ca": CA}
-    for label, tls in (("tls", {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}), ("plain", {}),
-                       ("router-tls", router_tls)):
+    server_tls = {"sglang_tls_cert": CERT, "sglang_tls_key": KEY, "sglang_tls_ca": CA}
+    for label, tls in (("tls", server_tls), ("plain", {}), ("router-tls", router_tls),
+                       ("trusted-ahead", {"sglang_router_worker_ca": CA}),
+                       ("tls-trusted-ahead", {**server_tls, "sglang_router_worker_ca": "\n" + CA})):
         out = tmp_path / label
         out.mkdir()
         extra = tmp_path / f"{label}-vars.yml"
@@ -164,6 +167,10 @@ def test_the_router_verifies_https_servers_against_their_ca(tmp_path: Path) -> N
     assert "--ca-cert-paths /etc/sglang-router/workers-ca.pem" in unit
     # The router's health checker ignores the flag (sglang-router 0.3.2): it reads the CAs from OpenSSL's variable.
     assert "\nEnvironment=SSL_CERT_FILE=/etc/sglang-router/workers-ca.pem\n" in unit
+    # The servers' CA trusted ahead (sglang_router_worker_ca) while they still serve plain http: the router's unit
+    # and CA file are already what they will be once the servers serve https, so their switch restarts no router.
+    for label in ("trusted-ahead", "tls-trusted-ahead"):
+        assert results[label] == results["tls"], label
     unit, cas = results["plain"]
     assert cas["cas"] == [] and "--ca-cert-paths" not in unit and "SSL_CERT_FILE" not in unit
     assert "--tls-" not in unit and " --ca " not in unit

@@ -1,6 +1,6 @@
 """Verify the engine scenario: the package against the real SGLang 0.5.23 server (PyPI's wheel, on the CPU).
 
-The tests are the fourteen drills of the real engine, in file order, each driving the user's own playbooks through
+The tests are the fifteen drills of the real engine, in file order, each driving the user's own playbooks through
 the CLI and printing a `MEASURED engine drill N` line with the version the server itself reports:
 1. the first deploy, whose readiness wait follows the real startup log;
 2. a rerun, which changes and restarts nothing;
@@ -18,8 +18,11 @@ the CLI and printing a `MEASURED engine drill N` line with the version the serve
 12. the allow-list: a host not on it (the other server) cannot connect to a server's port, the router can (the
     firewall of the unit, IPAddressDeny=any with IPAddressAllow=; role sglang_service);
 13. no key appears in the Ansible output of any drill, although SGLang's own startup line prints them to the journal;
-14. TLS (run before 13): both servers rolled onto https by one deploy; plain HTTP and another CA refused, the client key
-    still required; the real router, given the servers' CA by its role, lists them as https and serves through them.
+14. TLS on the router (run before 13): one deploy turns on the router's own https and gives it the servers' CA
+    ahead (sglang_router_worker_ca), restarting no server;
+15. TLS on the servers: one deploy rolls both onto https under load through the https router, with no request
+    failed and no router restart; plain HTTP and another CA refused, the client key still required; the router lists
+    them as https, healthy through its periodic checks, and serves through them.
 What they read from the real server (its startup and drain logs, a scrape, /server_info) is kept in
 .cache/engine-recorded/ and compared with tests/fixtures/sglang-engine/, the fixtures the simulator is held to.
 Every wait is on state the servers, systemd or Prometheus report; a deadline only bounds a failure.
@@ -877,15 +880,19 @@ def tls_server_codes(name: str, pki: Any, stranger: Any, key_lines: list[str], b
     return codes
 
 
-def both_https_and_healthy(router_ca: Path | None = None) -> dict[str, bool]:
-    """The router's list, when it holds both servers over https, healthy (else an AssertionError naming it); the
-    router itself over https, verified against ``router_ca``, when given."""
+def listed_healthy(scheme: str, router_ca: Path | None = None) -> dict[str, bool]:
+    """The router's list, when it holds both servers at their ``scheme`` addresses, healthy (else an AssertionError
+    naming it); the router itself over https, verified against ``router_ca``, when given."""
     url = f"{'https' if router_ca else 'http'}://{ip(ROUTER)}:30080/workers"
     context = ssl.create_default_context(cafile=str(router_ca)) if router_ca else None
     with urllib.request.urlopen(url, timeout=30, context=context) as answer:
         now = {w["url"].rstrip("/"): bool(w.get("is_healthy")) for w in json.loads(answer.read())["workers"]}
-    assert set(now) == {f"https://{name}:30000" for name in WORKERS} and all(now.values()), now
+    assert set(now) == {f"{scheme}://{name}:30000" for name in WORKERS} and all(now.values()), now
     return now
+
+
+def router_invocation() -> str:
+    return on(ROUTER).check_output("systemctl show sglang-router --property=InvocationID --value")
 
 
 class Tls(NamedTuple):
@@ -905,7 +912,8 @@ class Tls(NamedTuple):
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     """Certificates for the servers (by their names and addresses, and 127.0.0.1 for the host's own calls) and for
-    the router (likewise), each from a CA of its own, and the variables that give them to the deploy."""
+    the router (likewise), each from a CA of its own, and the variables that give them to the deploy: the router's
+    file also trusts the servers' CA ahead (sglang_router_worker_ca)."""
     tmp = tmp_path_factory.mktemp("tls")
 
     def names(hosts: list[str]) -> list[x509.GeneralName]:
@@ -917,68 +925,25 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     files = []
     for label, prefix, pki in (("server", "sglang_tls", server), ("router", "sglang_router_tls", router)):
         path = tmp / f"{label}-tls.yml"
-        path.write_text(yaml.safe_dump({f"{prefix}_cert": pki.cert.read_text(), f"{prefix}_key": pki.key.read_text(),
-                                        f"{prefix}_ca": pki.ca.read_text()}))
+        given = {f"{prefix}_cert": pki.cert.read_text(), f"{prefix}_key": pki.key.read_text(),
+                 f"{prefix}_ca": pki.ca.read_text()}
+        if label == "router":
+            given["sglang_router_worker_ca"] = server.ca.read_text()
+        path.write_text(yaml.safe_dump(given))
         path.chmod(0o600)
         files.append(path)
     return Tls(server, router, make_pki(tmp / "stranger", "stranger"), *files)
 
 
-def test_14_tls_servers_serve_https_only_behind_the_real_router_that_verifies_them(
-        host: Any, tls: Tls, tmp_path: Path) -> None:
-    """sglang_tls_cert/_key/_ca (role sglang) on both servers, rolled by one deploy behind the real router: SGLang's
-    uvicorn serves https only with the certificate (--ssl-certfile, --ssl-keyfile; --ssl-ca-certs verifies its own
-    warm-up), the readiness wait reaches it over https against the CA, the router is given the CA (role
-    sglang_router, --ca-cert-paths and SSL_CERT_FILE) and serves through both, healthy, through its periodic health
-    checks; the key is on no command line and in no output."""
-    served_version = version(WORKERS[0])  # over plain HTTP, before the change
-    before = {name: invocation(name) for name in WORKERS}
-    load = Load(tmp_path)  # bounded load through the router, as drill 6
-    wait_for("the load's first answers", lambda: load.events.exists() or load.proc.poll() is not None, 60)
-    rc, out, seconds = deploy("-e", f"@{tls.server_vars}")
-    summary, load_out = load.finish()
-    print(load_out)
-    assert rc == 0, why(out)
-    # What the router did during the switch, and what the load saw, reported rather than held to zero: the router
-    # restarts once for the CA (a single router drops what it holds, and its list empties and comes back at the
-    # servers' plain addresses), then each server moves to https in its turn. The roll after this one holds the
-    # load to zero failures.
-    events = [(e["url"].split(":")[0], e["url"].split("//")[1].split(":")[0], e["event"])
-              for e in load.router_events() if e["event"] in ("removed", "added")]
-    for name in WORKERS:  # each server left the router at its plain address before it came back over https
-        assert ("https", name, "added") in events and ("http", name, "removed") in events, events
-        last_out = len(events) - 1 - events[::-1].index(("http", name, "removed"))
-        assert last_out < events.index(("https", name, "added")), events
-    failures = re.search(r"^LOAD FAILURES .*$", load_out, re.M)
-    key_lines = tls.key_lines(tls.server)
-    assert not [line for line in key_lines if line in out], "the TLS key reached the Ansible output"
-    codes = {name: tls_server_codes(name, tls.server, tls.stranger, key_lines, before[name]) for name in WORKERS}
-    ca_file = on(ROUTER).file("/etc/sglang-router/workers-ca.pem")
-    assert ca_file.exists and ca_file.content_string.strip() == tls.server.ca.read_text().strip()
-    unit = on(ROUTER).check_output("systemctl show sglang-router --property=ExecStart --property=Environment")
-    assert "--ca-cert-paths" in unit and "SSL_CERT_FILE=/etc/sglang-router/workers-ca.pem" in unit, unit
-    # Healthy, and still healthy after the router's periodic health checks (every 2 s here): sglang-router 0.3.2
-    # checks health with a client that ignores --ca-cert-paths, so the unit also names the file in SSL_CERT_FILE.
-    urls = sorted(wait_for("the router to list both servers over https, healthy", both_https_and_healthy, 120))
-    served = [status(f"http://{ip(ROUTER)}:30080/generate", GENERATE, timeout=120) for _attempt in range(4)]
-    assert served == [200] * 4, served
-    assert sorted(both_https_and_healthy()) == urls
-    print(f"MEASURED engine drill 14 TLS servers: sglang {served_version}; both servers switched onto https in "
-          f"{seconds:.1f} s (one deploy, one restart each, the router restarted once for their CA) under load: "
-          f"{summary['sent']} requests, {summary['failed']} failed ({failures.group(0) if failures else 'none'}), at "
-          f"least {summary['min_healthy']}/2 healthy; the router's list: {events}; {codes}; the router lists {urls}, "
-          f"healthy, and served {served} through them, verifying each against the CA file the role wrote")
-
-
-def test_15_the_router_serves_https_with_its_own_certificate_and_a_change_rolls_through_it_without_a_failure(
-        host: Any, tls: Tls, tmp_path: Path) -> None:
-    """sglang_router_tls_cert/_key/_ca (role sglang_router): one deploy restarts the router onto https (its
-    --tls-cert-path/--tls-key-path; the launcher registers the servers over https against the router's CA) and no
-    server; the deploy's own calls (the liveness wait, the worker module, the rollout's drain and rejoin) reach it on
-    https://127.0.0.1 against its CA. Then a change rolls across both https servers under load through the https
-    router, with not one request failed."""
+def test_14_the_router_serves_https_with_its_own_certificate_and_trusts_the_servers_ca_ahead(
+        host: Any, tls: Tls) -> None:
+    """sglang_router_tls_cert/_key/_ca and sglang_router_worker_ca (role sglang_router): one deploy restarts the
+    router onto https (its --tls-cert-path/--tls-key-path; the launcher registers the servers against the router's
+    CA), with the servers' CA in its CA file already (--ca-cert-paths, SSL_CERT_FILE), and restarts no server; the
+    deploy's own calls (the liveness wait, the worker module, the rollout's drain and rejoin) reach it on
+    https://127.0.0.1 against its CA. The servers still serve plain http, listed and healthy."""
     servers = {name: invocation(name) for name in WORKERS}
-    rc, out, seconds = deploy("-e", f"@{tls.server_vars}", "-e", f"@{tls.router_vars}")
+    rc, out, seconds = deploy("-e", f"@{tls.router_vars}")
     assert rc == 0, why(out)
     assert {name: invocation(name) for name in WORKERS} == servers, "a server restarted for the router's TLS"
     assert not [line for line in tls.key_lines(tls.router) if line in out], "the router's key in the Ansible output"
@@ -992,31 +957,56 @@ def test_15_the_router_serves_https_with_its_own_certificate_and_a_change_rolls_
     assert codes["https against another CA"], codes
     key_file = on(ROUTER).file("/etc/sglang-router/tls.key")
     assert (key_file.user, key_file.group, key_file.mode) == ("root", "sglang-router", 0o640)
-    unit = on(ROUTER).check_output("systemctl show sglang-router --property=ExecStart")
+    unit = on(ROUTER).check_output("systemctl show sglang-router --property=ExecStart --property=Environment")
     assert "--tls-cert-path" in unit and not [line for line in tls.key_lines(tls.router) if line in unit], unit
-    wait_for("the router to list both servers over https, healthy", lambda: both_https_and_healthy(tls.router.ca), 120)
-    # A change rolled under load through the https router: the rollout drains and rejoins each server there.
-    load = Load(tmp_path / "roll", ca=tls.router.ca)
+    assert "--ca-cert-paths" in unit and "SSL_CERT_FILE=/etc/sglang-router/workers-ca.pem" in unit, unit
+    ca_file = on(ROUTER).file("/etc/sglang-router/workers-ca.pem")
+    assert ca_file.exists and ca_file.content_string.strip() == tls.server.ca.read_text().strip()
+    urls = sorted(wait_for("the router to list both servers over plain http, healthy",
+                           lambda: listed_healthy("http", tls.router.ca), 120))
+    print(f"MEASURED engine drill 14 TLS router: the router restarted onto https in {seconds:.1f} s with the "
+          f"servers' CA trusted ahead, no server restarted; {codes}; it lists {urls}, healthy")
+
+
+def test_15_tls_servers_roll_onto_https_behind_the_https_router_without_a_failure_or_a_router_restart(
+        host: Any, tls: Tls, tmp_path: Path) -> None:
+    """sglang_tls_cert/_key/_ca (role sglang) on both servers, rolled by one deploy under load through the https
+    router that trusts their CA already (drill 14): SGLang's uvicorn serves https only with the certificate
+    (--ssl-certfile, --ssl-keyfile; --ssl-ca-certs verifies its own warm-up), the readiness wait reaches it over
+    https against the CA, the rollout drains each server at its plain address and adds it back over https; the
+    router does not restart, so not one request fails; it serves through both, healthy, through its periodic health
+    checks; the key is on no command line and in no output."""
+    served_version = version(WORKERS[0])  # over plain HTTP, before the change
+    before = {name: invocation(name) for name in WORKERS}
+    router_before = router_invocation()
+    load = Load(tmp_path, ca=tls.router.ca)  # bounded load through the https router, as drill 6
     wait_for("the load's first answers", lambda: load.events.exists() or load.proc.poll() is not None, 60)
-    rc, out, roll_seconds = deploy("-e", f"@{tls.server_vars}", "-e", f"@{tls.router_vars}",
-                                   *with_args(**{"schedule-conservativeness": 0.8}))
-    roll, roll_out = load.finish()
-    print(roll_out)
+    rc, out, seconds = deploy("-e", f"@{tls.server_vars}", "-e", f"@{tls.router_vars}")
+    summary, load_out = load.finish()
+    print(load_out)
     assert rc == 0, why(out)
-    assert roll["failed"] == 0 and roll["sent"] > 20, roll
-    assert roll["min_healthy"] >= 1, roll
+    assert summary["failed"] == 0 and summary["sent"] > 20, summary
+    assert summary["min_healthy"] >= 1, summary
+    assert router_invocation() == router_before, "the router restarted for the servers' switch"
     moves = [(e["url"], e["event"]) for e in load.router_events() if e["event"] in ("removed", "added")]
-    assert moves == [(f"https://{name}:30000", event) for name in WORKERS for event in ("removed", "added")], moves
-    for name in WORKERS:
-        argv = running_argv(name)
-        assert argv[argv.index("--schedule-conservativeness") + 1] == "0.8" and "--ssl-certfile" in argv, argv
-        assert invocation(name) != servers[name]
+    assert moves == [(f"{scheme}://{name}:30000", event) for name in WORKERS
+                     for scheme, event in (("http", "removed"), ("https", "added"))], moves
+    key_lines = tls.key_lines(tls.server)
+    assert not [line for line in key_lines if line in out], "the TLS key reached the Ansible output"
+    codes = {name: tls_server_codes(name, tls.server, tls.stranger, key_lines, before[name]) for name in WORKERS}
+    # Healthy, and still healthy after the router's periodic health checks (every 2 s here): sglang-router 0.3.2
+    # checks health with a client that ignores --ca-cert-paths, so the unit also names the file in SSL_CERT_FILE.
     urls = sorted(wait_for("the router to list both servers over https, healthy",
-                           lambda: both_https_and_healthy(tls.router.ca), 120))
-    print(f"MEASURED engine drill 15 TLS router: the router restarted onto https in {seconds:.1f} s, no server "
-          f"restarted; {codes}; then a change rolled over https through it in {roll_seconds:.1f} s under load: "
-          f"{roll['sent']} requests, {roll['failed']} failed, at least {roll['min_healthy']}/2 healthy; the router's "
-          f"list: {moves}; it lists {urls}, healthy")
+                           lambda: listed_healthy("https", tls.router.ca), 120))
+    router = f"https://{ip(ROUTER)}:30080/generate"
+    served = [https_status(router, tls.router.ca, GENERATE, key=None) for _attempt in range(4)]
+    assert served == [200] * 4, served
+    assert sorted(listed_healthy("https", tls.router.ca)) == urls
+    print(f"MEASURED engine drill 15 TLS servers: sglang {served_version}; both servers rolled onto https in "
+          f"{seconds:.1f} s (one deploy, one restart each, no router restart) under load through the https router: "
+          f"{summary['sent']} requests, {summary['failed']} failed, at least {summary['min_healthy']}/2 healthy; "
+          f"the router's list: {moves}; {codes}; the router lists {urls}, healthy, and served {served} through "
+          "them, verifying each against the CA file the role wrote")
 
 
 # --- 13. no key in Ansible's output -------------------------------------------------------------------------------

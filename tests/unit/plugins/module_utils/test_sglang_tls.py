@@ -122,6 +122,7 @@ def test_the_filter_keeps_http_without_the_argument() -> None:
     ("sglang_tls_cert", CERT), ("sglang_tls_cert", CERT + "\n" + CERT), ("sglang_tls_ca", CERT),
     ("sglang_tls_key", KEY), ("sglang_tls_key", KEY.replace("PRIVATE KEY", "EC PRIVATE KEY")),
     ("sglang_tls_key", ""), ("sglang_tls_cert", CERT.replace("\n", "\r\n")),
+    ("sglang_router_worker_ca", CERT), ("sglang_router_worker_ca", CERT + "\n" + CERT), ("sglang_router_worker_ca", ""),
 ])
 def test_pem_accepted(name: str, value: str) -> None:
     assert sglang_inputs._pem(name, value) == []
@@ -141,6 +142,8 @@ SECRET_BODY = "c2VjcmV0a2V5bWF0ZXJpYWw"
     ("sglang_tls_ca", "/etc/ssl/certs/ca.pem", "but a path"),
     ("sglang_tls_cert", CERT + "trailing words", "not PEM"),
     ("sglang_tls_key", f"{SECRET_BODY}", "not PEM"),
+    ("sglang_router_worker_ca", "/etc/ssl/certs/servers-ca.pem", "but a path"),
+    ("sglang_router_worker_ca", KEY.replace("MIGHAgEAMBMGByqGSM49", SECRET_BODY), "not only certificates"),
 ])
 def test_pem_refused_naming_the_variable_never_the_key(name: str, value: str, why: str) -> None:
     errors = sglang_inputs._pem(name, value)
