@@ -114,3 +114,122 @@ def test_what_others_read_of_a_role_is_a_documented_output(role: str) -> None:
                                              for other in ROLES) and name not in ROLES}
     undocumented = sorted(name for name in used - inputs if f"`{name}`" not in documented)
     assert not undocumented, f"{role}: used outside the role, neither an input nor a documented output: {undocumented}"
+
+
+# --- no cycle between roles (issue 50): a role's callers are above it, so each can be read, changed and tested
+# without the others that sit below it. Role sglang_rollout owns the drain path and calls sglang_maintenance, which
+# reboots hosts and never calls back.
+
+def role_targets(node: object) -> list[str]:
+    """The roles a task file's import_role/include_role (with or without tasks_from) names."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and isinstance(value, dict):
+                found.append(str(value["name"]))
+            else:
+                found += role_targets(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += role_targets(item)
+    return found
+
+
+def role_graph() -> dict[str, set[str]]:
+    """role -> the other roles it calls (its task files and handlers) or depends on (meta/main.yml)."""
+    graph: dict[str, set[str]] = {role: set() for role in ROLES}
+    for role in ROLES:
+        for path in sorted((ROOT / "roles" / role).glob("*/*.yml")):
+            if path.parent.name in ("tasks", "handlers"):
+                graph[role] |= set(role_targets(yaml.safe_load(path.read_text())))
+        meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text()) or {}
+        graph[role] |= {str(d["role"] if isinstance(d, dict) else d) for d in meta.get("dependencies") or []}
+        graph[role].discard(role)
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of the graph (its roles, the first repeated at the end), or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_role_calls_back_a_role_that_calls_it() -> None:
+    graph = role_graph()
+    assert graph["sglang_rollout"] >= {"sglang_maintenance", "sglang_service"}, graph  # the graph is read at all
+    assert cycle(graph) == [], f"a cycle between roles: {' -> '.join(cycle(graph))}"
+
+
+def test_the_cycle_check_finds_the_cycle_there_was() -> None:
+    """sglang_maintenance's reboot drained through sglang_rollout, whose rolling batch reboots through it."""
+    before = {**role_graph(), "sglang_maintenance": {"nvidia_driver", "sglang_service", "sglang_rollout"}}
+    assert cycle(before) in (["sglang_maintenance", "sglang_rollout", "sglang_maintenance"],
+                             ["sglang_rollout", "sglang_maintenance", "sglang_rollout"])
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert role_targets([{"block": [{"ansible.builtin.include_role": {"name": "x"}}]}]) == ["x"]
+
+
+def calls_with_vars(node: object) -> list[tuple[str, str, set[str]]]:
+    """(role, entry point, the names its `vars:` pass) of every role call with tasks_from in a task file/playbook."""
+    found: list[tuple[str, str, set[str]]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and isinstance(value, dict):
+                found.append((str(value["name"]), str(value.get("tasks_from", "main")), set(node.get("vars") or {})))
+            else:
+                found += calls_with_vars(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += calls_with_vars(item)
+    return found
+
+
+def entry_options(role: str, entry: str) -> set[str] | None:
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    return set(specs[entry].get("options") or {}) if entry in specs else None
+
+
+@pytest.mark.parametrize("path", [path for path in SOURCES if path.suffix in (".yml", ".yaml")],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_input_a_caller_passes_is_declared_by_the_entry_point(path: Path) -> None:
+    """A role's own variables that a call passes (`vars:` beside import_role/include_role) are options of the entry
+    point it calls, so Ansible validates them; an entry point whose spec lists nothing would take anything."""
+    for role, entry, given in calls_with_vars(yaml.safe_load(path.read_text())):
+        options = entry_options(role, entry)
+        if options is None or role == "sglang" or (role, entry) in UNVALIDATED:
+            continue  # no spec: test_entry_points_are_called_by_their_spec_name
+        ours = {name for name in given if name.startswith(role + "_")}
+        assert ours <= options, (f"{path.relative_to(ROOT)}: {role} entry point {entry} is passed {sorted(ours - options)}"
+                                 " but its argument spec does not declare them")
+
+
+# Entry points whose spec cannot declare their inputs, each with the reason (the spec says it too).
+UNVALIDATED = {
+    ("sglang_config", "assess"): "Ansible's validation templates every declared input before the entry point's first "
+                                 "task, and deploy.yml's sglang_config_deployed_files names the unit the entry point "
+                                 "itself resolves (sglang_config.unit)",
+}
+
+
+def test_no_entry_point_has_an_empty_spec() -> None:
+    empty = {(role, entry) for role in ROLES
+             for entry, spec in yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
+             ["argument_specs"].items() if not spec.get("options")}
+    assert empty == set(UNVALIDATED), f"entry points that would accept anything: {sorted(empty - set(UNVALIDATED))}"
