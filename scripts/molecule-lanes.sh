@@ -7,6 +7,12 @@
 #   scripts/molecule-lanes.sh                      # the lanes below
 #   scripts/molecule-lanes.sh "default multinode" rolling   # lanes given as arguments, one per word list
 #   scripts/molecule-lanes.sh engine                        # the real SGLang alone
+#   scripts/molecule-lanes.sh multinode@2.21                # a scenario on another ansible-core controller
+#
+# A scenario written <name>@<release> runs whole (Molecule's create and destroy too) with the ansible-core of
+# .cache/core-<release> (scripts/setup.sh) first on PATH: every ansible-playbook and ansible that Molecule, testinfra
+# and the drills start is that release's. The default lanes run multinode so on the newest release (issue 52: the
+# async readiness wait, the handlers and a rolling change of a multi-node server), the others on requirements.txt's.
 #
 # Each scenario's whole output goes to .cache/molecule-logs/<scenario>.log and, prefixed with its name,
 # to stdout. A lane stops at its first failing scenario; the other lanes finish. The exit status is
@@ -21,16 +27,31 @@ export MOLECULE_GLOB="${MOLECULE_GLOB:-extensions/molecule/**/molecule.yml}"
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling" "survival install multinode" "default engine")
+  lanes=("rolling" "survival install multinode@2.21" "default engine")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"
+
+run_scenario() {  # <name> or <name>@<ansible-core release>
+  local name=${1%@*} release=${1#*@}
+  if [[ $release == "$1" ]]; then
+    molecule test -s "$name"
+    return
+  fi
+  local bin=$PWD/.cache/core-$release/bin
+  if [[ ! -x $bin/ansible-playbook ]]; then
+    echo "no ansible-core $release controller at .cache/core-$release: run make setup" >&2
+    return 1
+  fi
+  echo "scenario $name on $("$bin/ansible-playbook" --version | head -n 1)"
+  PATH=$bin:$PATH molecule test -s "$name"
+}
 
 run_lane() {
   local scenario start rc
   for scenario in $1; do
     start=$SECONDS
-    molecule test -s "$scenario" > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
+    run_scenario "$scenario" > >(tee "$logs/$scenario.log" | sed -u "s/^/[$scenario] /") 2>&1
     rc=$?
     echo "$scenario $rc $((SECONDS - start))" > "$logs/$scenario.status"
     [[ $rc -eq 0 ]] || return "$rc"
