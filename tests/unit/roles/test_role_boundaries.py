@@ -216,8 +216,8 @@ def test_every_input_a_caller_passes_is_declared_by_the_entry_point(path: Path) 
         if options is None or role == "sglang" or (role, entry) in UNVALIDATED:
             continue  # no spec: test_entry_points_are_called_by_their_spec_name
         ours = {name for name in given if name.startswith(role + "_")}
-        assert ours <= options, (f"{path.relative_to(ROOT)}: {role} entry point {entry} is passed {sorted(ours - options)}"
-                                 " but its argument spec does not declare them")
+        assert ours <= options, (f"{path.relative_to(ROOT)}: {role} entry point {entry} is passed "
+                                 f"{sorted(ours - options)} but its argument spec does not declare them")
 
 
 # Entry points whose spec cannot declare their inputs, each with the reason (the spec says it too).
