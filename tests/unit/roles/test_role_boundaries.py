@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -40,23 +41,29 @@ def test_nothing_touches_another_roles_private_variables(path: Path) -> None:
                        "use that role's documented inputs and outputs (its README) instead")
 
 
-def calls(path: Path) -> list[tuple[str, str]]:
-    """(role, tasks_from) of every import_role/include_role in a task file or playbook."""
-    found: list[tuple[str, str]] = []
+ROLE_CALLS = ("ansible.builtin.import_role", "ansible.builtin.include_role")
 
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and "tasks_from" in value:
-                    found.append((str(value["name"]), str(value["tasks_from"])))
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
 
-    walk(yaml.safe_load(path.read_text()))
+def role_call_tasks(node: object) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(the task, its import_role/include_role arguments) of every role call in a parsed task file or playbook,
+    blocks and plays included."""
+    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ROLE_CALLS and isinstance(value, dict):
+                found.append((node, value))
+            else:
+                found += role_call_tasks(value)
+    elif isinstance(node, list):
+        for item in node:
+            found += role_call_tasks(item)
     return found
+
+
+def calls(path: Path) -> list[tuple[str, str]]:
+    """(role, tasks_from) of every import_role/include_role with tasks_from in a task file or playbook."""
+    return [(str(args["name"]), str(args["tasks_from"])) for _task, args in role_call_tasks(yaml.safe_load(
+        path.read_text())) if "tasks_from" in args]
 
 
 CALLERS = [path for path in SOURCES if path.suffix in (".yml", ".yaml") and TASKS_FROM.search(path.read_text())]
@@ -121,18 +128,8 @@ def test_what_others_read_of_a_role_is_a_documented_output(role: str) -> None:
 # reboots hosts and never calls back.
 
 def role_targets(node: object) -> list[str]:
-    """The roles a task file's import_role/include_role (with or without tasks_from) names."""
-    found: list[str] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and isinstance(value, dict):
-                found.append(str(value["name"]))
-            else:
-                found += role_targets(value)
-    elif isinstance(node, list):
-        for item in node:
-            found += role_targets(item)
-    return found
+    """The roles a parsed task file's import_role/include_role (with or without tasks_from) names."""
+    return [str(args["name"]) for _task, args in role_call_tasks(node)]
 
 
 def role_graph() -> dict[str, set[str]]:
@@ -187,18 +184,9 @@ def test_the_cycle_check_finds_the_cycle_there_was() -> None:
 
 
 def calls_with_vars(node: object) -> list[tuple[str, str, set[str]]]:
-    """(role, entry point, the names its `vars:` pass) of every role call with tasks_from in a task file/playbook."""
-    found: list[tuple[str, str, set[str]]] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in ("ansible.builtin.import_role", "ansible.builtin.include_role") and isinstance(value, dict):
-                found.append((str(value["name"]), str(value.get("tasks_from", "main")), set(node.get("vars") or {})))
-            else:
-                found += calls_with_vars(value)
-    elif isinstance(node, list):
-        for item in node:
-            found += calls_with_vars(item)
-    return found
+    """(role, entry point, the names its `vars:` pass) of every role call in a parsed task file or playbook."""
+    return [(str(args["name"]), str(args.get("tasks_from", "main")), set(task.get("vars") or {}))
+            for task, args in role_call_tasks(node)]
 
 
 def entry_options(role: str, entry: str) -> set[str] | None:
