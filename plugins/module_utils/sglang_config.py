@@ -31,7 +31,7 @@ from . import sglang_presharded as presharded
 from . import sglang_settings as table
 from .sglang_quote import ENV_NAME_RE
 from .sglang_settings import NEEDS_DRAFT, SWITCH, Kind, Setting
-from .sglang_types import Problems, is_unset, to_bool, to_bytes, to_float, to_human_int, to_int
+from .sglang_types import Problems, all_or_none, is_unset, to_bool, to_bytes, to_float, to_human_int, to_int
 
 Groups = list[list[str]]  # [[flag, *values], ...]: [flag] = bare flag, [flag, v] = one value
 
@@ -523,25 +523,20 @@ def flag_groups(mapping: dict[str, Any], var: str) -> Groups:
 _TLS_OFF = {"enabled": False, "https": False, "certfile": "", "keyfile": "", "ca_file": ""}
 
 
+_TLS_WHAT = {"sglang_tls_cert": "the server's PEM certificate (chain)",
+             "sglang_tls_key": "its unencrypted PEM private key, in Ansible Vault",
+             "sglang_tls_ca": "the PEM certificate of the CA that signed it, which the deploy's clients, the router "
+                              "and Prometheus verify the server against (for a self-signed certificate, the "
+                              "certificate)"}
+
+
 def _tls(run: _Run) -> dict[str, Any]:
     """``sglang_tls_cert``/``_key``/``_ca``: all three or none. On: --ssl-certfile, --ssl-keyfile and --ssl-ca-certs
     (SGLang's own warm-up request then verifies against the CA, as every client of the deploy does)."""
     spec = run.values.get("tls") or {}
-    given = {part: bool(spec.get(part)) and to_bool(spec[part]) for part in ("cert", "key", "ca")}
-    if not any(given.values()):
-        return dict(_TLS_OFF)
-    p = run.problems
-    if not given["cert"]:
-        p.error("sglang_tls_cert", f"is empty while {'sglang_tls_key' if given['key'] else 'sglang_tls_ca'} is set; "
-                "allowed: the server's PEM certificate (chain) with sglang_tls_key and sglang_tls_ca, or all three "
-                "empty (no TLS)")
-    elif not given["key"]:
-        p.error("sglang_tls_key", "is empty while sglang_tls_cert is set; allowed: the certificate's unencrypted PEM "
-                "private key (keep it in Ansible Vault), or both empty (no TLS)")
-    elif not given["ca"]:
-        p.error("sglang_tls_ca", "is empty while sglang_tls_cert is set; allowed: the PEM certificate of the CA that "
-                "signed sglang_tls_cert (the deploy's clients, the router and Prometheus verify the server against "
-                "it), or for a self-signed certificate the certificate itself")
+    given = {f"sglang_tls_{part}": bool(spec.get(part)) and to_bool(spec[part]) for part in ("cert", "key", "ca")}
+    for name, message in all_or_none(given, _TLS_WHAT, "no TLS on the server"):
+        run.problems.error(name, message)
     if not all(given.values()):
         return dict(_TLS_OFF)
     for dest, (flag, var, key) in _TLS_FLAGS.items():

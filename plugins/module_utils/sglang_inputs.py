@@ -37,7 +37,7 @@ from ._stall import stall_bounds
 from .sglang_config import MAX_ARG_STRLEN, checked
 from .sglang_quote import first_control_character
 from .sglang_settings import ALIASES, SETTINGS, Kind, bind_address
-from .sglang_types import SIZE_ALLOWED, Problems, is_unset, to_bool, to_bytes, to_float, to_int
+from .sglang_types import SIZE_ALLOWED, Problems, all_or_none, is_unset, to_bool, to_bytes, to_float, to_int
 
 # The settings table's variables: typed and ranged by their row, as the resolve step does.
 ROWS: dict[str, Kind] = {s.var: s.kind for s in SETTINGS if s.var and s.emit != "derived"}
@@ -606,16 +606,11 @@ def _router_tls(given: dict[str, Any], known: dict[str, Any]) -> list[str]:
     """On a router host: sglang_router_tls_cert, _key and _ca, all three or none (the values are never shown)."""
     names = ("sglang_router_tls_cert", "sglang_router_tls_key", "sglang_router_tls_ca")
     present = {name: bool(str(_effective(given, known, name) or "").strip()) for name in names}
-    if not any(present.values()) or all(present.values()):
-        return []
     what = {"sglang_router_tls_cert": "the router's PEM certificate (chain)",
             "sglang_router_tls_key": "its unencrypted PEM private key, in Ansible Vault",
             "sglang_router_tls_ca": "the PEM certificate of the CA that signed it, which the deploy verifies the "
                                     "router against"}
-    given_names = " and ".join(name for name in names if present[name])
-    return [f"{name}: is empty while {given_names} {'is' if sum(present.values()) == 1 else 'are'} set; allowed: "
-            f"{what[name]}, with the other two, or all three empty (no TLS on the router)"
-            for name in names if not present[name]]
+    return [f"{name}: {message}" for name, message in all_or_none(present, what, "no TLS on the router")]
 
 
 # Names of the inventory's groups that a role reads (Ansible's own rule for a group name).

@@ -143,3 +143,15 @@ class Problems:
 
     def warn(self, key: str, message: str) -> None:
         self.warnings.append(f"{self.name(key)}: {message}")
+
+
+def all_or_none(present: dict[str, bool], what: dict[str, str], off: str) -> list[tuple[str, str]]:
+    """Variables that go together, all set or none (TLS: a certificate, its key and its CA). For each one missing
+    while another is set: (its name, why it is refused and what is allowed). ``what``: each one in words; ``off``:
+    what all of them empty means."""
+    if not any(present.values()) or all(present.values()):
+        return []
+    given = [name for name in present if present[name]]
+    return [(name, f"is empty while {' and '.join(given)} {'is' if len(given) == 1 else 'are'} set; allowed: "
+                   f"{what[name]}, with the other {len(present) - 1}, or all {len(present)} empty ({off})")
+            for name in present if not present[name]]

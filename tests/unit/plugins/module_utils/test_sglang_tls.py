@@ -170,3 +170,18 @@ def test_prometheus_scrapes_an_https_server_over_https() -> None:
     groups = sglang_monitoring.targets([on, off], [], sglang_monitoring.options({}))
     assert groups[0]["labels"]["__scheme__"] == "https"
     assert "__scheme__" not in groups[1]["labels"]
+
+
+def test_one_rule_says_all_three_or_none_for_the_servers_and_the_router() -> None:
+    """sglang_types.all_or_none: the servers' resolve step and the router's input check refuse the same way."""
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_types import all_or_none
+    what = {"a": "A", "b": "B", "c": "C"}
+    assert all_or_none({"a": False, "b": False, "c": False}, what, "off") == []
+    assert all_or_none({"a": True, "b": True, "c": True}, what, "off") == []
+    assert all_or_none({"a": True, "b": False, "c": True}, what, "off") == [
+        ("b", "is empty while a and c are set; allowed: B, with the other 2, or all 3 empty (off)")]
+    assert [name for name, _message in all_or_none({"a": False, "b": True, "c": False}, what, "off")] == ["a", "c"]
+    server = resolve({**FILES, "cert": True})["errors"]
+    assert sorted(e.split(":")[0] for e in server if "is empty while" in e) == ["sglang_tls_ca", "sglang_tls_key"]
+    assert all("is empty while sglang_tls_cert is set; allowed: " in e and "(no TLS on the server)" in e
+               for e in server if "is empty while" in e)
