@@ -937,13 +937,14 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
 
 def test_14_the_router_serves_https_with_its_own_certificate_and_trusts_the_servers_ca_ahead(
         host: Any, tls: Tls) -> None:
-    """sglang_router_tls_cert/_key/_ca and sglang_router_worker_ca (role sglang_router): one deploy restarts the
-    router onto https (its --tls-cert-path/--tls-key-path; the launcher registers the servers against the router's
-    CA), with the servers' CA in its CA file already (--ca-cert-paths, SSL_CERT_FILE), and restarts no server; the
-    deploy's own calls (the liveness wait, the worker module, the rollout's drain and rejoin) reach it on
-    https://127.0.0.1 against its CA. The servers still serve plain http, listed and healthy."""
+    """sglang_router_tls_cert/_key/_ca and sglang_router_worker_ca (role sglang_router): one deploy of the routers
+    (--tags router: the servers keep whatever the drills before left them running) restarts the router onto https
+    (its --tls-cert-path/--tls-key-path; the launcher registers the servers against the router's CA), with the
+    servers' CA in its CA file already (--ca-cert-paths, SSL_CERT_FILE), and restarts no server; the deploy's own
+    calls (the liveness wait, the worker module, the rollout's drain and rejoin) reach it on https://127.0.0.1
+    against its CA. The servers still serve plain http, listed and healthy."""
     servers = {name: invocation(name) for name in WORKERS}
-    rc, out, seconds = deploy("-e", f"@{tls.router_vars}")
+    rc, out, seconds = deploy("--tags", "router", "-e", f"@{tls.router_vars}")
     assert rc == 0, why(out)
     assert {name: invocation(name) for name in WORKERS} == servers, "a server restarted for the router's TLS"
     assert not [line for line in tls.key_lines(tls.router) if line in out], "the router's key in the Ansible output"
