@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any
 
-VERDICTS = ("pass", "fail", "inconclusive", "no_data", "invalid")
 Z95 = NormalDist().inv_cdf(0.95)
 # Guardrails: an error rate the canary may not exceed (and twice the baseline's), counted from this many errors.
 MAX_ERROR_RATE = 0.01

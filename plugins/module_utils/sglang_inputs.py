@@ -823,11 +823,12 @@ def owned_path_problems(given: dict[str, Any], known: dict[str, Any]) -> list[st
     return errors
 
 
-# Directories the package writes on the controller: (variable, what goes there). The operator's own scratch and
-# homes are theirs to use; the system's directories are not.
+# Directories the package writes on the controller: (variable, what goes there). The operator's own scratch, root's
+# home and the users' homes (which the system-path rule already leaves to them below /home/<user>) are theirs to use;
+# the system's directories are not.
 CONTROLLER_DIRS = {"sglang_monitoring_output_dir": "the alert rules, the scrape targets and the dashboard, written "
                                                    "on the controller"}
-_CONTROLLER_SCRATCH = ("/tmp", "/var/tmp", "/root", "/home")
+_CONTROLLER_SCRATCH = ("/tmp", "/var/tmp", "/root")
 
 
 def _controller_dir_problems(given: dict[str, Any]) -> list[str]:
@@ -837,8 +838,7 @@ def _controller_dir_problems(given: dict[str, Any]) -> list[str]:
         if not isinstance(value, str) or not value.startswith("/"):
             continue
         path = _norm(value)
-        if any(_under(path, root) and path != root for root in _CONTROLLER_SCRATCH) and \
-                not (path.startswith("/home/") and path.count("/") == 2):
+        if any(_under(path, root) and path != root for root in _CONTROLLER_SCRATCH):
             continue
         reason = config_dir_reason(path)
         if reason:
