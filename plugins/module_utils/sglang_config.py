@@ -438,12 +438,14 @@ def _extra_values(var: str, flag: str, option: dict[str, Any] | None, value: Any
     if value is None or value is False:
         return []
     if value is True:
+        if option is None:  # no catalog says what the flag takes (the router's flags, a version without one)
+            return [[flag]]
         p.error(var, f"{flag} takes a value, not true; allowed: the value to pass")
         return []
     if not isinstance(value, list):
         return [[flag, format_value(value)]]
     nargs = option.get("nargs") if option else None
-    if action in ("append", "extend") and nargs in (None, "?"):
+    if option is None or (action in ("append", "extend") and nargs in (None, "?")):  # no catalog: repeated
         return [[flag, format_value(item)] for item in value]
     if (nargs == "+" and not value) or (isinstance(nargs, int) and len(value) != nargs):
         p.error(var, f"{flag} takes {'at least one value' if nargs == '+' else f'{nargs} values'}, got "

@@ -278,8 +278,8 @@ def test_the_pressure_rule_takes_its_share_window_and_duration() -> None:
     ({"hicache_dropped_share": "some"}, "sglang_monitoring_hicache_dropped_share: some; allowed: a fraction"),
     ({"hicache_dropped_share": "nan"}, "sglang_monitoring_hicache_dropped_share: nan; allowed: a fraction"),
     ({"hicache_pressure_window": "ten minutes"},
-     "sglang_monitoring_hicache_pressure_window: ten minutes; allowed: a Prometheus duration"),
-    ({"hicache_pressure_for": "15"}, "sglang_monitoring_hicache_pressure_for: 15; allowed: a Prometheus duration"),
+     "sglang_monitoring_hicache_pressure_window: 'ten minutes'; allowed: a Prometheus duration"),
+    ({"hicache_pressure_for": "15"}, "sglang_monitoring_hicache_pressure_for: '15'; allowed: a Prometheus duration"),
     ({"hicache_host_usage": 0.95}, "sglang_monitoring_hicache_host_usage: no longer an option; the HiCache host pool "
                                    "fills to ~100% by design"),
     ({"hicache_full_for": "15m"}, "sglang_monitoring_hicache_full_for: no longer an option; "

@@ -133,6 +133,16 @@ def test_extra_args_bare_omitted_repeated_and_aliases() -> None:
     assert argv.index("--attention-backend") < argv.index("--context-length") < argv.index("--trust-remote-code")
 
 
+def test_flags_without_a_catalog_take_true_as_a_bare_flag() -> None:
+    """The router's flags (no catalog says which take a value): true is the bare flag, as documented; a value is
+    one word, a list repeats the flag, false or null leaves it out."""
+    assert sglang_config.flag_groups({"enable-igw": True, "port": 30080, "dp_aware": False, "x": None,
+                                      "policy": ["a", "b"]}, "sglang_router_extra_args") == [
+        ["--enable-igw"], ["--policy", "a"], ["--policy", "b"], ["--port", "30080"]]
+    with pytest.raises(ValueError, match=r"sglang_router_extra_args\['Bad Flag'\]: is not a flag name"):
+        sglang_config.flag_groups({"Bad Flag": 1}, "sglang_router_extra_args")
+
+
 def test_extra_flag_alias_counts_as_the_same_option() -> None:
     result = resolve(sglang_extra_args={"tensor-parallel-size": 4})
     assert not result["ok"] and "sglang_tp_size" in result["errors"][0]

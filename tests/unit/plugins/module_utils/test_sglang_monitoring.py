@@ -68,7 +68,7 @@ def test_an_unusable_budget_or_address_is_refused_by_name() -> None:
     ({"hicache_dropped_share": "full"}, "sglang_monitoring_hicache_dropped_share: full; allowed: a fraction"),
     ({"hicache_dropped_share": 1}, "sglang_monitoring_hicache_dropped_share: 1; allowed: a fraction in [0, 1)"),
     ({"queue_depth": -1}, "sglang_monitoring_queue_depth: -1; allowed: an integer >= 0"),
-    ({"saturated_for": "5 minutes"}, "sglang_monitoring_saturated_for: 5 minutes; allowed: a Prometheus duration"),
+    ({"saturated_for": "5 minutes"}, "sglang_monitoring_saturated_for: '5 minutes'; allowed: a Prometheus duration"),
     ({"server_job": ""}, "sglang_monitoring_server_job: ''; allowed: a job name"),
     ({"node_job": 'a"b'}, "sglang_monitoring_node_job: 'a\"b'; allowed: a job name"),
     ({"tresholds": 1}, "sglang_monitoring_tresholds: not an option of the rules"),
