@@ -18,8 +18,13 @@ uv=$(sed -n 's/^sglang_stack_uv_version: "\(.*\)"/\1/p' roles/sglang_stack/defau
 want="$(sha256sum "$lock" | cut -c1-16) uv==$uv"
 # shellcheck source=scripts/machine-cache.sh
 . scripts/machine-cache.sh
+# uv's cache for the scenario's hosts (molecule.yml mounts it): made here, emptied when the wheels change (uv knows
+# a local wheel by its path and time, so the old entries would only take space).
+uv_cache=${SGLANG_DEPLOY_ENGINE_UV_CACHE:-/var/cache/sglang-deploy/engine-uv-cache}
+mkdir -p "$uv_cache"
 cache_reuse "$dest" "$want" -d "$dest"
 cache_begin "$dest"
+rm -rf "${uv_cache:?}"/* "${uv_cache:?}"/.[!.]* 2>/dev/null || true
 echo "engine wheelhouse: downloading the real SGLang's CPU dependency set into $dest (about 3.2 GB, once)" >&2
 # The wheels of the set it replaces are taken from there; only what the lock changed is downloaded.
 reuse=()

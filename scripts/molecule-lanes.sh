@@ -27,7 +27,7 @@ export MOLECULE_GLOB="${MOLECULE_GLOB:-extensions/molecule/**/molecule.yml}"
 if [[ $# -gt 0 ]]; then
   lanes=("$@")
 else
-  lanes=("rolling" "survival install multinode@2.21" "default engine")
+  lanes=("rolling" "survival default multinode@2.21" "engine install")
 fi
 logs=.cache/molecule-logs
 rm -rf "$logs" && mkdir -p "$logs"

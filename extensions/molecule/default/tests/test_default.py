@@ -386,23 +386,3 @@ def test_crash_during_load_fails_the_play_in_seconds(host: Any) -> None:
     # The last good configuration is back byte for byte, and serves: the next deploy of it is a no-op.
     assert files_digest(host) == digest
     assert healthy(host)
-
-
-# --- calibration: the plan from what the last start measured ----------------------------------------
-
-def test_a_new_mem_fraction_is_planned_from_the_recorded_start_and_the_server_allocates_it(host: Any) -> None:
-    """deploy at 0.85 (converge) -> figures recorded -> plan for 0.88 calibrated from them -> deploy at 0.88
-    -> the pool the simulator allocates is within 1 % of the plan. The simulator's weights per GPU are not
-    the inventory's checkpoint size / TP, so an uncalibrated plan would be far off."""
-    before = json.loads(host.file(OBSERVED).content_string)
-    rc, out, seconds = deploy("-e", "hicache_ratio=3.0", "-e", "sglang_mem_fraction_static=0.88")
-    assert rc == 0, why(out)
-    assert "calibrated from the start of " + before["recorded_at"] + " on this host" in out, why(out)
-    planned = int(re.search(r"GPU KV pool, per rank +([\d,]+) tokens", out).group(1).replace(",", ""))
-    record = json.loads(host.file(OBSERVED).content_string)
-    assert record["invocation_id"] != before["invocation_id"]
-    allocated = record["startup"]["kv_tokens"]
-    print(f"MEASURED calibration loop: recorded at 0.85 {before['startup']['kv_tokens']} tokens per rank; planned at "
-          f"0.88 {planned}; allocated at 0.88 {allocated} ({(allocated - planned) / planned:+.2%}); {seconds:.1f} s")
-    assert abs(allocated - planned) <= 0.01 * planned
-    assert "KV tokens per rank, the plan" not in out  # no mismatch warning after the restart

@@ -76,9 +76,9 @@ def test_crash_after_ready_is_restarted_by_systemd_and_counted(host: Any) -> Non
     # waited for, so the record is the converge's), beside the plan's when the inventory can plan offline.
     row = rows[0]
     assert int(row["kv_tokens_observed"]) > 0, rows
-    # The plan for what the repository renders now (0.85) is calibrated from the last recorded start (the
-    # 0.88 calibration drill's; rollbacks are not recorded) and agrees with what the simulator allocated at
-    # 0.85 at converge, which the real host's 116,171 tokens per rank were matched to.
+    # The plan for what the repository renders now (0.85) is calibrated from the last recorded start (the ratio
+    # change's; rollbacks are not recorded) and agrees with what the simulator allocated at 0.85 at converge, which
+    # the real host's 116,171 tokens per rank were matched to.
     assert row["plan_calibrated"] and abs(int(row["kv_tokens_planned"]) - 116167) <= 0.01 * 116167, row
     assert row["load"]["total_s"] > 0 and row["load"]["phases_s"]["loading_weights"] > 0, row
     # The disk's rate: the record the deploy keeps (measured once: at most 1 GiB of a shard, O_DIRECT or fadvise).

@@ -146,7 +146,7 @@ def running_argv(name: str) -> list[str]:
 
 def assert_converged(load: Load, since: float, *change: str) -> dict[str, int]:
     """Every server runs what its unit says, is in the router and healthy, status.yml -e strict=true passes, no
-    request failed and at least two of three servers were healthy all along."""
+    request failed and all servers but one were healthy all along."""
     summary = load.finish()
     print_timeline(timeline(load, since), since)
     for name in WORKERS:
@@ -156,7 +156,7 @@ def assert_converged(load: Load, since: float, *change: str) -> dict[str, int]:
     rc, out, _seconds = run_playbook("playbooks/status.yml", "-e", "strict=true", *change)
     assert rc == 0, why(out)
     assert summary["failed"] == 0, summary
-    assert summary["min_healthy"] >= 2, summary
+    assert summary["min_healthy"] >= len(WORKERS) - 1, summary
     return summary
 
 
@@ -221,7 +221,7 @@ def test_a_controller_killed_once_a_server_serves_again_leaves_a_rerun_that_puts
 def test_a_controller_killed_while_a_server_loads_leaves_a_rerun_that_waits_for_it_first(
         host: Any, tmp_path: Path) -> None:
     """Restarted and loading (its load held), out of the router: the rerun restarts nothing there, waits for it
-    and puts it back before it drains another server, so at least two of three serve all along."""
+    and puts it back before it drains another server, so all servers but one serve all along."""
     since = time.time()
     load = Load(tmp_path)
     change = ("-e", "hicache_ratio=3.9", "-e", "drill_hold_load=true")
